@@ -1,0 +1,309 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+	"go.temporal.io/sdk/activity"
+)
+
+// Activities holds the model activity. Register one instance on the worker
+// (worker.RegisterActivity(acts) registers every exported method, so every
+// exported method must be an activity) and reference its methods by value
+// from the workflow:
+//
+//	var a *agent.Activities
+//	workflow.ExecuteActivity(ctx, a.Complete, req)
+//
+// It is safe for concurrent use.
+type Activities struct {
+	cfg    Config
+	client *openai.Client
+}
+
+// NewActivities validates cfg and builds the client. It fails with a message
+// naming every missing or malformed setting.
+func NewActivities(cfg Config) (*Activities, error) {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	oc := openai.DefaultConfig(cfg.APIKey)
+	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	oc.HTTPClient = retryCapture{next: cfg.HTTPClient, now: time.Now}
+	return &Activities{cfg: cfg, client: openai.NewClientWithConfig(oc)}, nil
+}
+
+// Complete is the model activity: one chat-completions call with the system
+// prompt prepended and the shell tool offered (unless req.DisableTools). It
+// works inside a Temporal activity (heartbeating while it waits and while
+// chunks stream in) and outside one (plain context). Errors are classified
+// by Classify: non-retryable ApplicationErrors for auth, missing model and
+// bad requests; retryable ones, honouring Retry-After, for rate limits,
+// server and network failures.
+func (a *Activities) Complete(ctx context.Context, req ModelRequest) (ModelResponse, error) {
+	if len(req.Messages) == 0 {
+		return ModelResponse{}, nonRetryable("model request has no messages", ErrTypeModelBadRequest, "agent: complete: empty transcript")
+	}
+	hint := &retryHint{}
+	callCtx, cancel := context.WithTimeout(context.WithValue(ctx, retryHintKey{}, hint), a.cfg.RequestTimeout)
+	defer cancel()
+	stop := heartbeatWhileWaiting(callCtx)
+	defer stop()
+
+	chatReq := openai.ChatCompletionRequest{
+		Model:    a.cfg.Model,
+		Messages: toWire(a.cfg.SystemPrompt, req.Messages),
+	}
+	if !req.DisableTools {
+		chatReq.Tools = []openai.Tool{{Type: openai.ToolTypeFunction, Function: ptr(ShellTool())}}
+	}
+
+	var (
+		resp ModelResponse
+		err  error
+	)
+	if a.cfg.Stream {
+		resp, err = a.stream(callCtx, chatReq)
+	} else {
+		resp, err = a.once(callCtx, chatReq)
+	}
+	if err != nil {
+		if errors.Is(callCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+		}
+		delay, shouldRetry := hint.get()
+		return ModelResponse{}, Classify(&callError{
+			err: fmt.Errorf("agent: complete: %w", err), model: a.cfg.Model, baseURL: a.cfg.BaseURL,
+			apiKey: a.cfg.APIKey, timeout: a.cfg.RequestTimeout, retryAfter: delay, shouldRetry: shouldRetry,
+		})
+	}
+	if req.DisableTools {
+		// Some servers call tools even when none are offered; the caller
+		// asked for a plain answer and will not run them.
+		resp.ToolCalls = nil
+	}
+	return resp, nil
+}
+
+func (a *Activities) once(ctx context.Context, req openai.ChatCompletionRequest) (ModelResponse, error) {
+	r, err := a.client.CreateChatCompletion(ctx, req)
+	if err != nil {
+		return ModelResponse{}, err
+	}
+	if len(r.Choices) == 0 {
+		return ModelResponse{}, &badResponseError{"the response had no choices"}
+	}
+	ch := r.Choices[0]
+	out := ModelResponse{
+		Content:      clean(ch.Message.Content),
+		FinishReason: string(ch.FinishReason),
+		Usage:        Usage{PromptTokens: r.Usage.PromptTokens, CompletionTokens: r.Usage.CompletionTokens},
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: orNewID(tc.ID), Name: clean(tc.Function.Name), Arguments: clean(tc.Function.Arguments)})
+	}
+	return out, nil
+}
+
+// streamProgress is the heartbeat detail recorded while streaming.
+type streamProgress struct {
+	Chunks int `json:"chunks"`
+	Bytes  int `json:"bytes"`
+}
+
+func (a *Activities) stream(ctx context.Context, req openai.ChatCompletionRequest) (ModelResponse, error) {
+	req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	st, err := a.client.CreateChatCompletionStream(ctx, req)
+	if err != nil {
+		return ModelResponse{}, err
+	}
+	defer st.Close()
+	inActivity := activity.IsActivity(ctx)
+	var acc streamAccumulator
+	for {
+		chunk, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return ModelResponse{}, fmt.Errorf("stream: %w", err)
+		}
+		acc.add(chunk)
+		if inActivity {
+			activity.RecordHeartbeat(ctx, streamProgress{Chunks: acc.chunks, Bytes: acc.bytes})
+		}
+	}
+	return acc.result()
+}
+
+// streamAccumulator reassembles a streamed completion. Tool-call fragments
+// are keyed by their index; servers that omit the index are handled by ID,
+// then by appending to the latest call.
+type streamAccumulator struct {
+	content strings.Builder
+	calls   []*ToolCall
+	byIndex map[int]*ToolCall
+	finish  string
+	usage   Usage
+	chunks  int
+	bytes   int
+}
+
+func (s *streamAccumulator) add(c openai.ChatCompletionStreamResponse) {
+	s.chunks++
+	if c.Usage != nil {
+		s.usage = Usage{PromptTokens: c.Usage.PromptTokens, CompletionTokens: c.Usage.CompletionTokens}
+	}
+	for _, ch := range c.Choices {
+		if ch.Index != 0 {
+			continue
+		}
+		if ch.FinishReason != "" {
+			s.finish = string(ch.FinishReason)
+		}
+		s.content.WriteString(ch.Delta.Content)
+		s.bytes += len(ch.Delta.Content)
+		for _, d := range ch.Delta.ToolCalls {
+			tc := s.callFor(d)
+			if tc.ID == "" {
+				tc.ID = d.ID
+			}
+			if tc.Name == "" {
+				tc.Name = d.Function.Name
+			}
+			tc.Arguments += d.Function.Arguments
+			s.bytes += len(d.Function.Arguments)
+		}
+	}
+}
+
+func (s *streamAccumulator) callFor(d openai.ToolCall) *ToolCall {
+	if s.byIndex == nil {
+		s.byIndex = map[int]*ToolCall{}
+	}
+	if d.Index != nil {
+		if tc, ok := s.byIndex[*d.Index]; ok {
+			return tc
+		}
+		tc := &ToolCall{}
+		s.byIndex[*d.Index] = tc
+		s.calls = append(s.calls, tc)
+		return tc
+	}
+	if d.ID != "" {
+		for _, tc := range s.calls {
+			if tc.ID == d.ID {
+				return tc
+			}
+		}
+	}
+	if d.ID == "" && len(s.calls) > 0 {
+		return s.calls[len(s.calls)-1]
+	}
+	tc := &ToolCall{}
+	s.calls = append(s.calls, tc)
+	return tc
+}
+
+func (s *streamAccumulator) result() (ModelResponse, error) {
+	if s.finish == "" {
+		if s.chunks == 0 {
+			return ModelResponse{}, &badResponseError{"the stream carried no chunks"}
+		}
+		return ModelResponse{}, fmt.Errorf("stream: %w (the stream ended before the model finished)", io.ErrUnexpectedEOF)
+	}
+	out := ModelResponse{Content: clean(s.content.String()), FinishReason: s.finish, Usage: s.usage}
+	for _, tc := range s.calls {
+		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: orNewID(tc.ID), Name: clean(tc.Name), Arguments: clean(tc.Arguments)})
+	}
+	return out, nil
+}
+
+// badResponseError is a 2xx answer the activity cannot use.
+type badResponseError struct{ what string }
+
+func (e *badResponseError) Error() string { return "unusable model response: " + e.what }
+
+// heartbeatWhileWaiting heartbeats at half the activity's heartbeat timeout
+// until stop is called, so a slow first token is not mistaken for a dead
+// worker (and so cancellation reaches the activity). It does nothing outside
+// an activity or without a heartbeat timeout.
+func heartbeatWhileWaiting(ctx context.Context) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	every := activity.GetInfo(ctx).HeartbeatTimeout / 2
+	if every <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// nameOK is the pattern OpenAI accepts for a message's name field; other
+// names are not sent rather than risking a 400.
+var nameOK = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// toWire converts the transcript, prepending the system prompt. Empty
+// contents are replaced by a placeholder because several servers reject
+// messages without content.
+func toWire(system string, msgs []Message) []openai.ChatCompletionMessage {
+	out := make([]openai.ChatCompletionMessage, 0, len(msgs)+1)
+	if system != "" {
+		out = append(out, openai.ChatCompletionMessage{Role: RoleSystem, Content: clean(system)})
+	}
+	for _, m := range msgs {
+		w := openai.ChatCompletionMessage{Role: m.Role, Content: clean(m.Content), ToolCallID: m.ToolCallID}
+		if nameOK.MatchString(m.Name) {
+			w.Name = m.Name
+		}
+		for _, tc := range m.ToolCalls {
+			w.ToolCalls = append(w.ToolCalls, openai.ToolCall{
+				ID: tc.ID, Type: openai.ToolTypeFunction,
+				Function: openai.FunctionCall{Name: clean(tc.Name), Arguments: clean(tc.Arguments)},
+			})
+		}
+		if w.Content == "" && len(w.ToolCalls) == 0 {
+			w.Content = "(empty)"
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// clean makes a string safe for the wire: valid UTF-8.
+func clean(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+func orNewID(id string) string {
+	if id != "" {
+		return id
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "call_" + hex.EncodeToString(b[:])
+}
+
+func ptr[T any](v T) *T { return &v }

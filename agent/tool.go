@@ -1,0 +1,155 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Limits on one shell call's arguments. They keep a confused model from
+// queueing unbounded work or bloating history.
+const (
+	MaxShellCommands     = 20
+	MaxShellCommandBytes = 16 << 10
+)
+
+// shellSchema is the JSON schema of the shell tool's parameters. It is kept
+// as literal JSON so what the model sees is reviewable in one place.
+const shellSchema = `{
+  "type": "object",
+  "properties": {
+    "commands": {
+      "type": "array",
+      "description": "Shell commands to run, in order. Each runs separately with /bin/sh -c in the workspace root (the current directory); a failing command does not stop the ones after it, so join steps that depend on each other with && inside one command.",
+      "items": {"type": "string", "minLength": 1},
+      "minItems": 1,
+      "maxItems": 20
+    },
+    "timeout_ms": {
+      "type": "integer",
+      "minimum": 0,
+      "description": "Optional timeout for each command, in milliseconds. Omit it for the default; set it for builds, tests and other commands that may run long. The command is killed when it expires."
+    }
+  },
+  "required": ["commands"],
+  "additionalProperties": false
+}`
+
+// ShellTool is the function definition of the shell tool, the only tool the
+// agent has.
+func ShellTool() openai.FunctionDefinition {
+	return openai.FunctionDefinition{
+		Name: ShellToolName,
+		Description: "Run shell commands in this session's sandboxed workspace and get back each command's stdout, stderr and exit code. " +
+			"Commands are non-interactive (no TTY, no stdin). Long output is shortened. Some commands wait for a human's approval before they run.",
+		Parameters: json.RawMessage(shellSchema),
+	}
+}
+
+// argsHint ends every argument error so the model can correct itself.
+const argsHint = `; expected {"commands":["<command>", ...],"timeout_ms":<optional integer>}`
+
+// ParseShellArgs decodes and validates the shell tool's JSON arguments. Its
+// errors are written for the model, which receives them as the tool result.
+func ParseShellArgs(raw string) (ShellArgs, error) {
+	fail := func(format string, a ...any) (ShellArgs, error) {
+		return ShellArgs{}, fmt.Errorf("invalid arguments for shell: "+format+argsHint, a...)
+	}
+	trimmed := strings.TrimSpace(raw)
+	if trimmed == "" {
+		return fail("the arguments are empty")
+	}
+	var wire struct {
+		Commands  json.RawMessage `json:"commands"`
+		TimeoutMs json.RawMessage `json:"timeout_ms"`
+		Command   json.RawMessage `json:"command"`
+	}
+	dec := json.NewDecoder(strings.NewReader(trimmed))
+	if err := dec.Decode(&wire); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return fail("the arguments must be a JSON object, not %s", typeErr.Value)
+		}
+		return fail("the arguments are not valid JSON (%v)", err)
+	}
+	if dec.More() {
+		return fail("there is trailing data after the JSON object")
+	}
+	if len(wire.Commands) == 0 || string(wire.Commands) == "null" {
+		if len(wire.Command) > 0 {
+			return fail(`"commands" is missing (use "commands", an array of strings, not "command")`)
+		}
+		return fail(`"commands" is missing`)
+	}
+	var args ShellArgs
+	if err := json.Unmarshal(wire.Commands, &args.Commands); err != nil {
+		return fail(`"commands" must be an array of strings`)
+	}
+	switch n := len(args.Commands); {
+	case n == 0:
+		return fail(`"commands" is empty; give at least one command`)
+	case n > MaxShellCommands:
+		return fail(`"commands" has %d entries; at most %d are allowed per call`, n, MaxShellCommands)
+	}
+	for i, c := range args.Commands {
+		switch {
+		case strings.TrimSpace(c) == "":
+			return fail("command %d is empty", i+1)
+		case len(c) > MaxShellCommandBytes:
+			return fail("command %d is %d bytes; at most %d are allowed (write long scripts to a file in steps instead)", i+1, len(c), MaxShellCommandBytes)
+		case strings.IndexByte(c, 0) >= 0:
+			return fail("command %d contains a NUL byte", i+1)
+		}
+	}
+	if len(wire.TimeoutMs) > 0 && string(wire.TimeoutMs) != "null" {
+		ms, err := parseMillis(wire.TimeoutMs)
+		if err != nil {
+			return fail(`"timeout_ms" %v`, err)
+		}
+		args.TimeoutMs = ms
+	}
+	return args, nil
+}
+
+// maxMillis keeps timeout_ms convertible to a time.Duration.
+const maxMillis = math.MaxInt64 / int64(time.Millisecond)
+
+// parseMillis accepts a non-negative integer, also written as a float with
+// no fraction (30000.0), which some models emit.
+func parseMillis(raw json.RawMessage) (int64, error) {
+	if bytes.HasPrefix(raw, []byte(`"`)) {
+		return 0, errors.New("must be a number, not a string")
+	}
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return 0, errors.New("must be an integer number of milliseconds")
+	}
+	switch {
+	case f < 0:
+		return 0, errors.New("must not be negative")
+	case f != math.Trunc(f):
+		return 0, errors.New("must be a whole number of milliseconds")
+	case f > float64(maxMillis):
+		return 0, fmt.Errorf("is too large (at most %d)", maxMillis)
+	}
+	return int64(f), nil
+}
+
+// Timeout resolves the per-command timeout: the requested one, or def when
+// none was given, capped at max (when max > 0).
+func (a ShellArgs) Timeout(def, max time.Duration) time.Duration {
+	d := def
+	if a.TimeoutMs > 0 {
+		d = time.Duration(a.TimeoutMs) * time.Millisecond
+	}
+	if max > 0 && d > max {
+		d = max
+	}
+	return d
+}

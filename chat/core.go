@@ -1,0 +1,371 @@
+package chat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandbot/sandbot/workflows"
+)
+
+// StartDefaults is what a session started by a chat message begins with.
+// The message's author becomes the owner and the first line of the message
+// the title.
+type StartDefaults struct {
+	Settings workflows.Settings
+	// Backend is the sandbox backend of new sessions ("" lets the workflow
+	// pick its default).
+	Backend string
+}
+
+// CoreConfig configures a Core. Zero fields take the documented defaults.
+type CoreConfig struct {
+	Start StartDefaults
+	// TemporalUIBase is the Temporal Web UI address for /status links, for
+	// example "http://localhost:8233" ("" leaves the link out).
+	TemporalUIBase string
+	// Namespace is the Temporal namespace (default "default").
+	Namespace string
+	// Budgets holds each platform's edit pacing and size budget, keyed by
+	// Location.Platform; platforms not listed get DefaultBudget.
+	Budgets map[string]Budget
+	// PollMin and PollMax bound the turn watcher's polling interval: it
+	// starts at PollMin when a turn begins (or after an approval) and grows
+	// by half each quiet poll up to PollMax. Defaults 150 ms and 1 s.
+	PollMin, PollMax time.Duration
+	// CallTimeout bounds quick Temporal calls (messages, approvals, queries);
+	// default 30 s. LongCallTimeout bounds calls that wait for the session
+	// (pause, stop, destroy, fork, backend); default 10 min.
+	CallTimeout, LongCallTimeout time.Duration
+	// Authorize, if set, is asked before every message, command and action.
+	// A returned *UserError's text is shown to the user; any other error
+	// shows a generic refusal. The workflow still checks approval rights.
+	Authorize func(ctx context.Context, u User, th Thread) error
+	// Backends are the backend names shown by /help and /backend (display
+	// only: the workflow validates switches).
+	Backends []string
+	// Clock is the time source of watchers (default: the real clock).
+	Clock Clock
+}
+
+func (cfg CoreConfig) withDefaults() CoreConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.PollMin, 150*time.Millisecond)
+	def(&cfg.PollMax, time.Second)
+	if cfg.PollMax < cfg.PollMin {
+		cfg.PollMax = cfg.PollMin
+	}
+	def(&cfg.CallTimeout, 30*time.Second)
+	def(&cfg.LongCallTimeout, 10*time.Minute)
+	if cfg.Namespace == "" {
+		cfg.Namespace = "default"
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
+	return cfg
+}
+
+// Clock is the watchers' time source, so tests can run them on virtual time.
+type Clock interface {
+	Now() time.Time
+	// After sends the time on the returned channel once d has passed.
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Core is the platform-neutral bot: it routes messages, commands and
+// button clicks of every platform to session workflows and keeps one turn
+// watcher per active session that renders progress into the thread.
+//
+// All methods are safe for concurrent use; adapters call them from their
+// event goroutines after acknowledging the platform. Watchers run on their
+// own goroutines, detached from the context of the event that started them
+// (an HTTP handler's context ends when it returns), until their turn ends
+// or Close is called.
+type Core struct {
+	cfg   CoreConfig
+	s     Sessions
+	log   *slog.Logger
+	clock Clock
+
+	ctx    context.Context // watchers' lifetime
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	watchers map[string]*watcher // by workflow ID
+	closed   bool
+}
+
+// NewCore returns a Core using s for sessions. log may be nil.
+func NewCore(cfg CoreConfig, s Sessions, log *slog.Logger) *Core {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Core{
+		cfg: cfg, s: s, log: log, clock: cfg.Clock,
+		ctx: ctx, cancel: cancel,
+		watchers: map[string]*watcher{},
+	}
+}
+
+// Close stops every watcher and waits for them. Turns keep running in their
+// workflows; a restarted bot picks them up with Resume. Handle* calls after
+// Close still reach the sessions but start no watchers.
+func (c *Core) Close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+}
+
+// Wait blocks until no watcher is running (all watched turns ended).
+func (c *Core) Wait() { c.wg.Wait() }
+
+// WaitThread blocks until no watcher runs for th, or ctx ends.
+func (c *Core) WaitThread(ctx context.Context, th Thread) error {
+	id := th.ID()
+	for {
+		c.mu.Lock()
+		w := c.watchers[id]
+		c.mu.Unlock()
+		if w == nil {
+			return nil
+		}
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// HandleMessage handles a message addressed to the bot: a command (see
+// ParseCommand) is run and answered in the thread; anything else is sent to
+// the thread's session (starting one if needed) and its turn is watched. An
+// empty or oversized message is answered with a hint and starts no turn; a
+// redelivered event (same EventID) starts nothing new. m.EventID must be
+// set.
+//
+// Problems the user can fix are answered in the thread and return nil; the
+// returned error is for internal failures, already answered with a generic
+// line.
+func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
+	th := m.Thread
+	if err := c.authorize(ctx, m.User, th); err != nil {
+		c.say(ctx, p, th, UserMessage(err))
+		return nil
+	}
+	text := strings.TrimSpace(m.Text)
+	if text == "" {
+		c.say(ctx, p, th, "Tell me what to do in this thread, or send /help for commands.")
+		return nil
+	}
+	if cmd, ok, err := ParseCommand(text); ok {
+		if err != nil {
+			c.say(ctx, p, th, err.Error()+"\n\n"+helpText(c.cfg.Backends))
+			return nil
+		}
+		r, err := c.HandleCommand(ctx, p, th, m.User, cmd)
+		c.deliver(ctx, p, th, r)
+		return err
+	}
+	if n := len(text); n > workflows.MaxMessageBytes {
+		c.say(ctx, p, th, fmt.Sprintf("Your message is %d bytes; the limit is %d bytes. Put large content in a file in the workspace and point me at it.", n, workflows.MaxMessageBytes))
+		return nil
+	}
+	if m.EventID == "" {
+		c.say(ctx, p, th, internalErrorText)
+		return errors.New("chat: message has no EventID; adapters must pass the platform's event ID so redeliveries are recognised")
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+	defer cancel()
+	resp, err := c.s.Send(cctx, c.startInput(th, m.User, text), workflows.MessageRequest{EventID: m.EventID, User: m.User, Text: text})
+	if err != nil {
+		c.say(ctx, p, th, UserMessage(err))
+		return c.internal(err, "send", th.ID())
+	}
+	c.log.Info("message sent", "workflow_id", th.ID(), "event_id", m.EventID, "turn", resp.Turn,
+		"duplicate", resp.Duplicate, "queued", resp.Queued)
+	// A duplicate resumes watching only if nobody watches its turn here;
+	// watch is idempotent and a finished turn with both refs recorded ends
+	// the watcher at its first poll.
+	c.watch(p, th, resp.Turn, !resp.Duplicate)
+	return nil
+}
+
+// startInput is the SessionInput of a session started by a message.
+func (c *Core) startInput(th Thread, u User, text string) workflows.SessionInput {
+	title, _, _ := strings.Cut(text, "\n")
+	return workflows.SessionInput{
+		Location: th,
+		Owner:    u,
+		Title:    truncate(strings.TrimSpace(title), 60),
+		Backend:  c.cfg.Start.Backend,
+		Settings: c.cfg.Start.Settings,
+	}
+}
+
+// Resume is called when a bot starts: it finds the platform's running
+// sessions whose turn is active (or ended without its final answer posted)
+// and watches them again, editing the status message recorded in the turn
+// state instead of posting a new one. It fails only if listing fails.
+func (c *Core) Resume(ctx context.Context, p Poster, platform string) error {
+	list, err := c.s.List(ctx, ListFilter{Platform: platform, ActiveOnly: true})
+	if err != nil {
+		return fmt.Errorf("chat: resume %s: %w", platform, err)
+	}
+	n := 0
+	for _, s := range list {
+		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+		ts, err := c.s.TurnState(cctx, s.WorkflowID)
+		cancel()
+		if err != nil {
+			c.log.Warn("resume: turn state", "workflow_id", s.WorkflowID, "err", err)
+			continue
+		}
+		if needsWatch(ts) {
+			c.watch(p, s.Location, ts.Turn, false)
+			n++
+		}
+	}
+	c.log.Info("resumed watchers", "platform", platform, "sessions", len(list), "watching", n)
+	return nil
+}
+
+// needsWatch reports whether a turn found at start-up still needs a
+// watcher: it runs, or it ended after its status message was posted but
+// before its final answer was.
+func needsWatch(ts workflows.TurnState) bool {
+	if ts.Status.Active() {
+		return true
+	}
+	return ts.Turn > 0 && finished(ts) && ts.StatusRef != "" && ts.FinalRef == ""
+}
+
+// nudge makes the session's watcher poll now, starting one if the session
+// has an active turn and nobody watches it.
+func (c *Core) nudge(ctx context.Context, p Poster, th Thread) {
+	id := th.ID()
+	c.mu.Lock()
+	w := c.watchers[id]
+	c.mu.Unlock()
+	if w != nil {
+		w.poke()
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+	defer cancel()
+	ts, err := c.s.TurnState(cctx, id)
+	if err != nil {
+		c.log.Warn("nudge: turn state", "workflow_id", id, "err", err)
+		return
+	}
+	if ts.Status.Active() {
+		c.watch(p, th, ts.Turn, false)
+	}
+}
+
+func (c *Core) authorize(ctx context.Context, u User, th Thread) error {
+	if c.cfg.Authorize == nil {
+		return nil
+	}
+	err := c.cfg.Authorize(ctx, u, th)
+	var ue *UserError
+	if err != nil && !errors.As(err, &ue) {
+		return &UserError{Msg: "You may not use this bot here.", Err: err}
+	}
+	return err
+}
+
+// internal logs err and returns it wrapped unless it is a *UserError (the
+// user was told and nothing is wrong with the bot).
+func (c *Core) internal(err error, op, id string) error {
+	var ue *UserError
+	if errors.As(err, &ue) {
+		c.log.Info(op+" refused", "workflow_id", id, "reason", ue.Msg)
+		return nil
+	}
+	c.log.Error(op+" failed", "workflow_id", id, "err", err)
+	return fmt.Errorf("chat: %s: %w", op, err)
+}
+
+// say posts a short text answer, logging a failure.
+func (c *Core) say(ctx context.Context, p Poster, th Thread, text string) {
+	if _, err := p.PostText(ctx, th, text); err != nil {
+		c.log.Warn("post reply failed", "thread_id", th.ID(), "err", err)
+	}
+}
+
+// deliver posts a command reply in the thread (a message has no ephemeral
+// channel, so Ephemeral is ignored here).
+func (c *Core) deliver(ctx context.Context, p Poster, th Thread, r Reply) {
+	switch {
+	case r.Card != nil:
+		if _, err := p.Post(ctx, th, *r.Card); err != nil {
+			c.log.Warn("post reply failed", "thread_id", th.ID(), "err", err)
+		}
+	case r.Text != "":
+		c.say(ctx, p, th, r.Text)
+	}
+}
+
+func (c *Core) budget(platform string) Budget {
+	b, ok := c.cfg.Budgets[platform]
+	if !ok {
+		b = DefaultBudget
+	}
+	return b.withDefaults()
+}
+
+// mention renders u for p's platform.
+func mention(p Poster, u User) string {
+	if m, ok := p.(Mentioner); ok {
+		return m.Mention(u)
+	}
+	if u.Name != "" {
+		return "@" + u.Name
+	}
+	if u.ID != "" {
+		return "@" + u.ID
+	}
+	return "someone"
+}
+
+// threadLink renders th for p's platform.
+func threadLink(p Poster, th Thread) string {
+	if l, ok := p.(ThreadLinker); ok {
+		if s := l.ThreadLink(th); s != "" {
+			return s
+		}
+	}
+	return "`" + th.Thread + "`"
+}
+
+// truncate cuts s to at most n runes, ending with "…" when cut.
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	if n <= 1 {
+		return string(r[:n])
+	}
+	return string(r[:n-1]) + "…"
+}

@@ -1,0 +1,348 @@
+package chat
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sandbot/sandbot/agent"
+	"github.com/sandbot/sandbot/workflows"
+)
+
+// RenderOptions shapes RenderTurn's card. Zero fields take the defaults
+// named on each.
+type RenderOptions struct {
+	// WorkflowID goes into approval button values.
+	WorkflowID string
+	// MaxToolCalls is how many of the latest calls are listed (10); older
+	// ones are counted in one line.
+	MaxToolCalls int
+	// MaxOutputCalls is how many of the latest listed calls show their
+	// output (3).
+	MaxOutputCalls int
+	// MaxOutputLines and MaxOutputChars bound each output tail (5, 300).
+	MaxOutputLines, MaxOutputChars int
+	// MaxCommandChars bounds a command's one-line summary (80).
+	MaxCommandChars int
+	// MaxButtonValue bounds approval button values (0: no limit).
+	MaxButtonValue int
+	// MaxChars bounds the card's total text (3500); outputs, then the
+	// oldest calls, are dropped to fit.
+	MaxChars int
+	// Mention renders a user ("@name" if nil).
+	Mention func(User) string
+	// Approvers says who may decide a pending approval ("" leaves it out).
+	Approvers string
+}
+
+func (o RenderOptions) withDefaults() RenderOptions {
+	def := func(p *int, v int) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	def(&o.MaxToolCalls, 10)
+	def(&o.MaxOutputCalls, 3)
+	def(&o.MaxOutputLines, 5)
+	def(&o.MaxOutputChars, 300)
+	def(&o.MaxCommandChars, 80)
+	def(&o.MaxChars, 3500)
+	if o.Mention == nil {
+		o.Mention = func(u User) string { return mention(nil, u) }
+	}
+	return o
+}
+
+// RenderTurn renders a turn as a status card: a header with the turn's
+// state, each tool call (status icon, one-line command, duration, exit
+// code, decision, the tail of its output), the pending approval with
+// buttons, the error, notices, and a footer. It is a pure function of its
+// arguments, and the card stays within opts.MaxChars. Card text is
+// Markdown: **bold**, _italic_, `code`; Code blocks hold raw text.
+func RenderTurn(ts workflows.TurnState, opts RenderOptions) Card {
+	o := opts.withDefaults()
+	listed := min(len(ts.ToolCalls), o.MaxToolCalls)
+	outputs := o.MaxOutputCalls
+	for {
+		c := renderTurn(ts, o, listed, outputs)
+		switch {
+		case cardLen(c) <= o.MaxChars:
+			return c
+		case outputs > 0:
+			outputs--
+		case listed > 1:
+			listed-- // the oldest listed call joins the "earlier" count
+		default:
+			return clampCard(c, o.MaxChars)
+		}
+	}
+}
+
+func renderTurn(ts workflows.TurnState, o RenderOptions, listed, outputs int) Card {
+	card := Card{Title: turnTitle(ts)}
+	add := func(b Block) { card.Blocks = append(card.Blocks, b) }
+
+	shown := ts.ToolCalls[len(ts.ToolCalls)-listed:]
+	if earlier := len(ts.ToolCalls) - len(shown); earlier > 0 {
+		add(Block{Kind: BlockContext, Text: fmt.Sprintf("+%d earlier tool %s", earlier, plural(earlier, "call", "calls"))})
+	}
+	for i, c := range shown {
+		add(Block{Kind: BlockText, Text: callLine(c, o)})
+		if i >= len(shown)-outputs && c.Output != "" && c.Status != workflows.CallPending && c.Status != workflows.CallAwaitingApproval {
+			add(Block{Kind: BlockCode, Text: outputTail(c.Output, o.MaxOutputLines, o.MaxOutputChars)})
+		}
+	}
+
+	if p := ts.Pending; p != nil && ts.Status == workflows.StatusAwaitingApproval {
+		add(Block{Kind: BlockDivider})
+		head := "✋ **Approval needed** to run this command"
+		if p.Reason != "" {
+			head += ": " + p.Reason
+		}
+		add(Block{Kind: BlockText, Text: head})
+		add(Block{Kind: BlockCode, Text: codeSafe(truncate(p.Command, 1000))})
+		var small []string
+		if o.Approvers != "" {
+			small = append(small, "Can approve: "+o.Approvers)
+		}
+		if !p.ExpiresAt.IsZero() {
+			small = append(small, "Expires "+expiry(p))
+		}
+		if len(small) > 0 {
+			add(Block{Kind: BlockContext, Text: strings.Join(small, " · ")})
+		}
+		value, err := EncodeApprovalCompact(o.WorkflowID, p.CallID, o.MaxButtonValue)
+		if err != nil {
+			value = EncodeApproval(o.WorkflowID, p.CallID)
+		}
+		add(Block{Kind: BlockActions, Buttons: []Button{
+			{ID: ActionApprove, Label: "Approve", Style: StylePrimary, Value: value},
+			{ID: ActionApproveAlways, Label: "Approve always", Value: value},
+			{ID: ActionReject, Label: "Reject", Style: StyleDanger, Value: value},
+		}})
+	}
+
+	if ts.Status == workflows.StatusFailed && ts.Error != "" {
+		add(Block{Kind: BlockText, Text: "❌ " + ts.Error})
+	}
+	if n := len(ts.Notices); n > 0 {
+		notes := ts.Notices[max(0, n-5):]
+		lines := make([]string, len(notes))
+		for i, s := range notes {
+			lines[i] = "ℹ️ " + truncate(s, 300)
+		}
+		add(Block{Kind: BlockContext, Text: strings.Join(lines, "\n")})
+	}
+	add(Block{Kind: BlockContext, Text: footer(ts)})
+	return card
+}
+
+// turnTitle is the card's header: the turn's state in a word or two.
+func turnTitle(ts workflows.TurnState) string {
+	switch {
+	case ts.Stopped:
+		return "⏹️ Stopped"
+	case ts.Status == workflows.StatusFailed:
+		return "❌ Failed"
+	case ts.Status == workflows.StatusComplete:
+		return "✅ Done"
+	case ts.Status == workflows.StatusAwaitingApproval:
+		return "✋ Waiting for approval"
+	case ts.Status == workflows.StatusThinking:
+		for _, c := range ts.ToolCalls {
+			if c.Status == workflows.CallRunning {
+				return "⚙️ Running"
+			}
+		}
+		return "💭 Thinking"
+	case ts.Destroyed:
+		return "🗑️ Session destroyed"
+	}
+	return "💤 Idle"
+}
+
+func footer(ts workflows.TurnState) string {
+	parts := []string{fmt.Sprintf("Turn %d", ts.Turn)}
+	if ts.Backend != "" {
+		b := ts.Backend
+		if ts.PendingBackend != "" && ts.PendingBackend != ts.Backend {
+			b += " → " + ts.PendingBackend + " after this turn"
+		}
+		parts = append(parts, b)
+	}
+	if n := len(ts.ToolCalls); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d tool %s", n, plural(n, "call", "calls")))
+	}
+	if !ts.StartedAt.IsZero() && !ts.EndedAt.IsZero() {
+		parts = append(parts, fmtDuration(ts.EndedAt.Sub(ts.StartedAt)))
+	}
+	if ts.Queued > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s queued for the next turn", ts.Queued, plural(ts.Queued, "message", "messages")))
+	}
+	if ts.Paused {
+		parts = append(parts, "paused")
+	}
+	return strings.Join(parts, " · ")
+}
+
+var callIcons = map[workflows.CallStatus]string{
+	workflows.CallPending:          "🕓",
+	workflows.CallAwaitingApproval: "✋",
+	workflows.CallRunning:          "⏳",
+	workflows.CallCompleted:        "✅",
+	workflows.CallRejected:         "🚫",
+	workflows.CallFailed:           "❌",
+}
+
+// callLine is one tool call: icon, command, duration, exit code, and the
+// decision or error on a second line.
+func callLine(c workflows.ToolCallState, o RenderOptions) string {
+	icon := callIcons[c.Status]
+	if icon == "" {
+		icon = "•"
+	}
+	if c.Status == workflows.CallCompleted && c.ExitCode != nil && *c.ExitCode != 0 {
+		icon = "⚠️"
+	}
+	line := icon + " `" + commandLine(c, o.MaxCommandChars) + "`"
+	if c.Duration > 0 {
+		line += " · " + fmtDuration(c.Duration)
+	}
+	if c.ExitCode != nil {
+		line += fmt.Sprintf(" · exit %d", *c.ExitCode)
+	}
+	if d := c.Decision; d != nil {
+		line += "\n_" + decisionText(*d, o.Mention) + "_"
+	}
+	if c.Error != "" {
+		line += "\n_" + truncate(c.Error, 200) + "_"
+	}
+	return line
+}
+
+// decisionText describes a recorded approval decision.
+func decisionText(d workflows.DecisionRecord, mention func(User) string) string {
+	switch {
+	case d.Expired:
+		return "approval expired; not run"
+	case d.Auto:
+		return "auto-approved (approved always earlier)"
+	case d.Decision == workflows.DecisionApproveAlways:
+		return "approved always by " + mention(d.User)
+	case d.Decision == workflows.DecisionApprove:
+		return "approved by " + mention(d.User)
+	case d.Decision == workflows.DecisionReject && d.Reason != "":
+		return "rejected by " + mention(d.User) + ": " + truncate(d.Reason, 200)
+	case d.Decision == workflows.DecisionReject:
+		return "rejected by " + mention(d.User)
+	}
+	return string(d.Decision)
+}
+
+// commandLine is a call's command on one line, at most n runes.
+func commandLine(c workflows.ToolCallState, n int) string {
+	cmds := c.Commands
+	if len(cmds) == 0 {
+		var args agent.ShellArgs
+		if json.Unmarshal([]byte(c.Arguments), &args) == nil {
+			cmds = args.Commands
+		}
+	}
+	text := strings.Join(cmds, "; ")
+	if text == "" {
+		text = strings.TrimSpace(c.Name + " " + c.Arguments)
+	}
+	first, rest, multi := strings.Cut(text, "\n")
+	if multi {
+		first += fmt.Sprintf(" [+%d lines]", strings.Count(rest, "\n")+1)
+	}
+	return truncate(strings.ReplaceAll(first, "`", "'"), n)
+}
+
+// outputTail is the last lines of a call's output within the limits.
+func outputTail(out string, lines, chars int) string {
+	out = strings.TrimRight(out, "\n")
+	all := strings.Split(out, "\n")
+	cut := len(all) > lines
+	if cut {
+		all = all[len(all)-lines:]
+	}
+	s := strings.Join(all, "\n")
+	if r := []rune(s); len(r) > chars {
+		s = string(r[len(r)-chars:])
+		cut = true
+	}
+	if cut {
+		s = "…" + s
+	}
+	return codeSafe(s)
+}
+
+// codeSafe keeps text from closing the code block it is shown in.
+func codeSafe(s string) string { return strings.ReplaceAll(s, "```", "ˋˋˋ") }
+
+// expiry formats when a pending approval expires, in UTC.
+func expiry(p *workflows.PendingApproval) string {
+	t := p.ExpiresAt.UTC()
+	if p.AskedAt.IsZero() || t.Sub(p.AskedAt) > 12*time.Hour {
+		return "at " + t.Format("Jan 2 15:04 UTC")
+	}
+	return "at " + t.Format("15:04 UTC")
+}
+
+// fmtDuration is a compact duration: 0.4s, 12s, 2m05s, 1h02m.
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// cardLen counts a card's text in runes.
+func cardLen(c Card) int {
+	n := len([]rune(c.Title))
+	for _, b := range c.Blocks {
+		n += len([]rune(b.Text))
+		for _, f := range b.Fields {
+			n += len([]rune(f.Label)) + len([]rune(f.Value))
+		}
+		for _, btn := range b.Buttons {
+			n += len([]rune(btn.Label))
+		}
+	}
+	return n
+}
+
+// clampCard shortens block texts, longest first, until the card fits.
+func clampCard(c Card, limit int) Card {
+	for cardLen(c) > limit {
+		longest := -1
+		for i, b := range c.Blocks {
+			if longest < 0 || len([]rune(b.Text)) > len([]rune(c.Blocks[longest].Text)) {
+				longest = i
+			}
+		}
+		if longest < 0 {
+			return c
+		}
+		r := []rune(c.Blocks[longest].Text)
+		if len(r) <= 20 {
+			return c
+		}
+		c.Blocks[longest].Text = truncate(string(r), max(20, len(r)-(cardLen(c)-limit)))
+	}
+	return c
+}

@@ -1,0 +1,414 @@
+package slack
+
+import (
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Mrkdwn converts the Markdown models write into Slack's mrkdwn:
+//
+//   - **bold** and __bold__ → *bold*; *it* and _it_ → _it_; ~~s~~ → ~s~
+//   - [text](url) → <url|text>; <https://…> autolinks are kept
+//   - headings → bold lines; - / * / + list items → •; task boxes → ☐ / ☑
+//   - tables → a code block, so columns stay aligned
+//   - fenced code blocks (``` or ~~~) → ``` blocks without the language
+//     tag; inline code is kept
+//   - &, < and > are escaped everywhere, so the text can never form a
+//     Slack link, a user mention or an @channel broadcast.
+//
+// Inside code nothing else changes, except that a "```" within code gets a
+// zero-width space so it cannot end Slack's block early. An unclosed fence
+// is closed at the end, so the result's fences are always balanced.
+func Mrkdwn(md string) string {
+	md = strings.ReplaceAll(md, "\r\n", "\n")
+	lines := strings.Split(md, "\n")
+	out := make([]string, 0, len(lines))
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		if f, ok := openFence(line); ok {
+			out = append(out, fence)
+			i++
+			for ; i < len(lines); i++ {
+				if f.closes(lines[i]) {
+					break
+				}
+				out = append(out, codeLine(stripIndent(lines[i], f.indent)))
+			}
+			out = append(out, fence)
+			continue
+		}
+		if isTableStart(lines, i) {
+			out = append(out, fence)
+			for ; i < len(lines) && isTableRow(lines[i]); i++ {
+				out = append(out, codeLine(strings.TrimSpace(lines[i])))
+			}
+			i--
+			out = append(out, fence)
+			continue
+		}
+		out = append(out, blockLine(line))
+	}
+	return strings.Join(out, "\n")
+}
+
+// fence is Slack's only code fence.
+const fence = "```"
+
+type fenceSpec struct {
+	char   byte
+	n      int
+	indent int
+}
+
+// openFence reports whether line opens a fenced code block.
+func openFence(line string) (fenceSpec, bool) {
+	trimmed := strings.TrimLeft(line, " \t")
+	indent := len(line) - len(trimmed)
+	if len(trimmed) < 3 || (trimmed[0] != '`' && trimmed[0] != '~') {
+		return fenceSpec{}, false
+	}
+	c := trimmed[0]
+	n := 0
+	for n < len(trimmed) && trimmed[n] == c {
+		n++
+	}
+	if n < 3 {
+		return fenceSpec{}, false
+	}
+	if c == '`' && strings.Contains(trimmed[n:], "`") {
+		return fenceSpec{}, false // an inline code span, not a fence
+	}
+	return fenceSpec{char: c, n: n, indent: indent}, true
+}
+
+// closes reports whether line closes the block f opened.
+func (f fenceSpec) closes(line string) bool {
+	t := strings.TrimSpace(line)
+	if len(t) < f.n {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if t[i] != f.char {
+			return false
+		}
+	}
+	return true
+}
+
+// stripIndent removes up to n leading spaces (the fence's own indentation,
+// as in a list item).
+func stripIndent(s string, n int) string {
+	i := 0
+	for i < n && i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	return s[i:]
+}
+
+// codeLine escapes a line of code for Slack: only the three control
+// characters (which Slack decodes for display, also inside code) and any
+// "```" that would end the block.
+func codeLine(s string) string {
+	return neutralizeFences(escape(s))
+}
+
+// zwsp is a zero-width space; it breaks a run of backticks without showing.
+const zwsp = "\u200b"
+
+// neutralizeFences breaks every run of three or more backticks.
+func neutralizeFences(s string) string {
+	if !strings.Contains(s, fence) {
+		return s
+	}
+	var b strings.Builder
+	run := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '`' {
+			if run == 2 {
+				b.WriteString(zwsp)
+				run = 0
+			}
+			run++
+		} else {
+			run = 0
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// escape makes s literal text for Slack: &, < and > become entities.
+func escape(s string) string { return escaper.Replace(s) }
+
+var (
+	headingRe = regexp.MustCompile(`^\s{0,3}#{1,6}\s+(.*?)(\s+#+)?\s*$`)
+	ruleRe    = regexp.MustCompile(`^\s{0,3}([-*_])(\s*[-*_]){2,}\s*$`)
+	bulletRe  = regexp.MustCompile(`^(\s*)[-*+]\s+(.*)$`)
+	orderedRe = regexp.MustCompile(`^(\s*)(\d{1,9})[.)]\s+(.*)$`)
+	quoteRe   = regexp.MustCompile(`^\s{0,3}>\s?(.*)$`)
+	taskRe    = regexp.MustCompile(`^\[([ xX])\]\s+(.*)$`)
+	tableSep  = regexp.MustCompile(`^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$`)
+)
+
+func isTableRow(s string) bool {
+	t := strings.TrimSpace(s)
+	return len(t) > 1 && t[0] == '|'
+}
+
+// isTableStart reports whether lines[i] is a Markdown table header
+// (a |-row followed by a |---| separator row).
+func isTableStart(lines []string, i int) bool {
+	return isTableRow(lines[i]) && i+1 < len(lines) && isTableRow(lines[i+1]) && tableSep.MatchString(lines[i+1])
+}
+
+// blockLine converts one line outside code.
+func blockLine(line string) string {
+	if strings.TrimSpace(line) == "" {
+		return ""
+	}
+	if m := headingRe.FindStringSubmatch(line); m != nil {
+		if m[1] == "" {
+			return ""
+		}
+		return "*" + inline(m[1], true) + "*"
+	}
+	if ruleRe.MatchString(line) {
+		return "──────────"
+	}
+	if m := quoteRe.FindStringSubmatch(line); m != nil {
+		// A quote marker is the one '>' Slack must see unescaped.
+		return "> " + blockLine(m[1])
+	}
+	if m := bulletRe.FindStringSubmatch(line); m != nil {
+		item := m[2]
+		if t := taskRe.FindStringSubmatch(item); t != nil {
+			box := "☐"
+			if t[1] != " " {
+				box = "☑"
+			}
+			return m[1] + "• " + box + " " + inline(t[2], false)
+		}
+		return m[1] + "• " + inline(item, false)
+	}
+	if m := orderedRe.FindStringSubmatch(line); m != nil {
+		return m[1] + m[2] + ". " + inline(m[3], false)
+	}
+	return inline(line, false)
+}
+
+// inline converts emphasis, links and code spans in one line. With
+// noBold, bold markers are dropped (the caller makes the whole line bold).
+func inline(s string, noBold bool) string {
+	var b strings.Builder
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		switch {
+		case c == '\\' && i+1 < len(s) && isPunct(s[i+1]):
+			b.WriteString(escape(s[i+1 : i+2]))
+			i += 2
+			continue
+		case c == '`':
+			n := runLen(s, i, '`')
+			if end := findRun(s, i+n, '`', n); end >= 0 {
+				code := strings.Trim(s[i+n:end], " ")
+				if code == "" {
+					code = s[i+n : end]
+				}
+				b.WriteString("`" + neutralizeFences(escape(strings.ReplaceAll(code, "`", "ˋ"))) + "`")
+				i = end + n
+				continue
+			}
+			b.WriteString(neutralizeFences(s[i : i+n]))
+			i += n
+			continue
+		case c == '[':
+			if text, url, end, ok := parseLink(s, i); ok {
+				b.WriteString("<" + linkURL(url) + "|" + linkText(text) + ">")
+				i = end
+				continue
+			}
+		case c == '<':
+			if end := strings.IndexByte(s[i:], '>'); end > 0 && isAutolink(s[i+1:i+end]) {
+				b.WriteString("<" + linkURL(s[i+1:i+end]) + ">")
+				i += end + 1
+				continue
+			}
+		case (c == '*' || c == '_') && i+1 < len(s) && s[i+1] == c:
+			if end := closeDelim(s, i+2, s[i:i+2]); end >= 0 {
+				inner := inline(s[i+2:end], noBold)
+				if noBold {
+					b.WriteString(inner)
+				} else {
+					b.WriteString("*" + inner + "*")
+				}
+				i = end + 2
+				continue
+			}
+		case c == '~' && i+1 < len(s) && s[i+1] == '~':
+			if end := closeDelim(s, i+2, "~~"); end >= 0 {
+				b.WriteString("~" + inline(s[i+2:end], noBold) + "~")
+				i = end + 2
+				continue
+			}
+		case c == '*' || c == '_':
+			if canOpen(s, i) {
+				if end := closeSingle(s, i+1, c); end >= 0 {
+					b.WriteString("_" + inline(s[i+1:end], noBold) + "_")
+					i = end + 1
+					continue
+				}
+			}
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		b.WriteString(escape(s[i : i+size]))
+		i += size
+	}
+	return b.String()
+}
+
+func isPunct(c byte) bool { return c < utf8.RuneSelf && unicode.IsPunct(rune(c)) || c == '`' || c == '~' || c == '|' }
+
+// runLen counts c repeated from s[i].
+func runLen(s string, i int, c byte) int {
+	n := 0
+	for i+n < len(s) && s[i+n] == c {
+		n++
+	}
+	return n
+}
+
+// findRun finds a run of exactly n c's at or after from.
+func findRun(s string, from int, c byte, n int) int {
+	for j := from; j < len(s); {
+		if s[j] != c {
+			j++
+			continue
+		}
+		m := runLen(s, j, c)
+		if m == n {
+			return j
+		}
+		j += m
+	}
+	return -1
+}
+
+// closeDelim finds the closing two-character delimiter d for content
+// starting at from: the content must not start or end with a space.
+func closeDelim(s string, from int, d string) int {
+	if from >= len(s) || s[from] == ' ' {
+		return -1
+	}
+	for j := from + 1; j+len(d) <= len(s); j++ {
+		if s[j:j+len(d)] == d && s[j-1] != ' ' && s[j-1] != '\\' {
+			return j
+		}
+		if s[j] == '`' { // do not close inside a code span
+			if end := findRun(s, j+runLen(s, j, '`'), '`', runLen(s, j, '`')); end >= 0 {
+				j = end + runLen(s, j, '`') - 1
+			}
+		}
+	}
+	return -1
+}
+
+// canOpen reports whether a single * or _ at i may open emphasis: not
+// followed by a space, and for _ not inside a word (snake_case stays).
+func canOpen(s string, i int) bool {
+	if i+1 >= len(s) || s[i+1] == ' ' || s[i+1] == s[i] {
+		return false
+	}
+	if s[i] == '_' && i > 0 && isWordByte(s[i-1]) {
+		return false
+	}
+	return true
+}
+
+// closeSingle finds the closing single delimiter c.
+func closeSingle(s string, from int, c byte) int {
+	for j := from; j < len(s); j++ {
+		switch s[j] {
+		case '`':
+			n := runLen(s, j, '`')
+			if end := findRun(s, j+n, '`', n); end >= 0 {
+				j = end + n - 1
+				continue
+			}
+		case c:
+			if j+1 < len(s) && s[j+1] == c { // part of a double delimiter
+				j++
+				continue
+			}
+			if s[j-1] == ' ' {
+				continue
+			}
+			if c == '_' && j+1 < len(s) && isWordByte(s[j+1]) {
+				continue
+			}
+			return j
+		}
+	}
+	return -1
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= utf8.RuneSelf
+}
+
+// parseLink parses [text](url) at s[i] and returns the index after it.
+func parseLink(s string, i int) (text, url string, end int, ok bool) {
+	depth := 0
+	j := i
+	for ; j < len(s); j++ {
+		if s[j] == '[' {
+			depth++
+		} else if s[j] == ']' {
+			depth--
+			if depth == 0 {
+				break
+			}
+		}
+	}
+	if j >= len(s)-1 || s[j+1] != '(' {
+		return "", "", 0, false
+	}
+	k := strings.IndexByte(s[j+2:], ')')
+	if k < 0 {
+		return "", "", 0, false
+	}
+	url = strings.TrimSpace(s[j+2 : j+2+k])
+	if t, _, found := strings.Cut(url, " \""); found { // [a](url "title")
+		url = t
+	}
+	if url == "" || strings.ContainsAny(url, " \n") {
+		return "", "", 0, false
+	}
+	return s[i+1 : j], url, j + 3 + k, true
+}
+
+func isAutolink(s string) bool {
+	return (strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "mailto:")) &&
+		!strings.ContainsAny(s, " <>|\n")
+}
+
+// linkURL makes a URL safe inside <url|text>: the characters that would end
+// or split the link are percent-encoded, and & is escaped.
+func linkURL(u string) string {
+	u = strings.NewReplacer("|", "%7C", ">", "%3E", "<", "%3C", " ", "%20").Replace(u)
+	return strings.ReplaceAll(u, "&", "&amp;")
+}
+
+// linkText is a link's label: Markdown markers removed, escaped, and
+// without the | and > that would end it.
+func linkText(t string) string {
+	t = strings.NewReplacer("**", "", "__", "", "`", "", "|", "¦").Replace(t)
+	if strings.TrimSpace(t) == "" {
+		t = "link"
+	}
+	return escape(t)
+}

@@ -1,0 +1,283 @@
+package chat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sandbot/sandbot/workflows"
+)
+
+// TemporalSessions implements Sessions with a Temporal client: updates and
+// queries on the session workflow whose ID is the thread's Location.ID().
+// It keeps no state of its own, so any number of bot replicas can share the
+// same workflows. It is safe for concurrent use.
+type TemporalSessions struct {
+	client    client.Client
+	taskQueue string
+}
+
+var _ Sessions = (*TemporalSessions)(nil)
+
+// NewTemporalSessions returns Sessions over c. taskQueue is where new
+// sessions start ("" means workflows.TaskQueue).
+func NewTemporalSessions(c client.Client, taskQueue string) *TemporalSessions {
+	if taskQueue == "" {
+		taskQueue = workflows.TaskQueue
+	}
+	return &TemporalSessions{client: c, taskQueue: taskQueue}
+}
+
+// sendUpdateID is the update ID of a chat message. Temporal answers a
+// repeated update ID on the same run with the first outcome, and the
+// workflow dedupes by EventID across runs, so a redelivered event never
+// becomes a second turn.
+func sendUpdateID(eventID string) string { return "msg:" + eventID }
+
+// Send implements Sessions with update-with-start: the first message of a
+// thread starts the session (or a new one, if the thread's session ended),
+// later ones reach the running one.
+func (t *TemporalSessions) Send(ctx context.Context, start workflows.SessionInput, req workflows.MessageRequest) (workflows.MessageResponse, error) {
+	if req.EventID == "" {
+		return workflows.MessageResponse{}, errors.New("temporal: send: message has no event ID, so redeliveries could not be recognised")
+	}
+	id := start.Location.ID()
+	op := t.client.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                t.taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}, workflows.WorkflowName, start)
+	h, err := t.client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateID:     sendUpdateID(req.EventID),
+			UpdateName:   workflows.UpdateSendMessage,
+			Args:         []any{req},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	var resp workflows.MessageResponse
+	if err == nil {
+		err = h.Get(ctx, &resp)
+	}
+	if err != nil {
+		return workflows.MessageResponse{}, translate("send", id, err)
+	}
+	return resp, nil
+}
+
+// update runs one update and waits for its result.
+func (t *TemporalSessions) update(ctx context.Context, id, name string, arg, out any) error {
+	h, err := t.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   id,
+		UpdateName:   name,
+		Args:         []any{arg},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, out)
+	}
+	if err != nil {
+		return translate(name, id, err)
+	}
+	return nil
+}
+
+// query runs one query on the latest run of id.
+func (t *TemporalSessions) query(ctx context.Context, id, name string, out any, args ...any) error {
+	v, err := t.client.QueryWorkflow(ctx, id, "", name, args...)
+	if err == nil {
+		err = v.Get(out)
+	}
+	if err != nil {
+		return translate(name, id, err)
+	}
+	return nil
+}
+
+// TurnState implements Sessions.
+func (t *TemporalSessions) TurnState(ctx context.Context, id string) (workflows.TurnState, error) {
+	var ts workflows.TurnState
+	err := t.query(ctx, id, workflows.QueryTurnState, &ts)
+	return ts, err
+}
+
+// Approve implements Sessions.
+func (t *TemporalSessions) Approve(ctx context.Context, id string, req workflows.ApproveRequest) (workflows.ApproveResponse, error) {
+	var r workflows.ApproveResponse
+	err := t.update(ctx, id, workflows.UpdateApprove, req, &r)
+	return r, err
+}
+
+// Stop implements Sessions.
+func (t *TemporalSessions) Stop(ctx context.Context, id string, req workflows.StopRequest) (workflows.StopResponse, error) {
+	var r workflows.StopResponse
+	err := t.update(ctx, id, workflows.UpdateStop, req, &r)
+	return r, err
+}
+
+// Pause implements Sessions.
+func (t *TemporalSessions) Pause(ctx context.Context, id string, req workflows.PauseRequest) (workflows.PauseResponse, error) {
+	var r workflows.PauseResponse
+	err := t.update(ctx, id, workflows.UpdatePause, req, &r)
+	return r, err
+}
+
+// Resume implements Sessions.
+func (t *TemporalSessions) Resume(ctx context.Context, id string, req workflows.ResumeRequest) (workflows.PauseResponse, error) {
+	var r workflows.PauseResponse
+	err := t.update(ctx, id, workflows.UpdateResume, req, &r)
+	return r, err
+}
+
+// Destroy implements Sessions.
+func (t *TemporalSessions) Destroy(ctx context.Context, id string, req workflows.DestroyRequest) (workflows.DestroyResponse, error) {
+	var r workflows.DestroyResponse
+	err := t.update(ctx, id, workflows.UpdateDestroy, req, &r)
+	return r, err
+}
+
+// SetBackend implements Sessions.
+func (t *TemporalSessions) SetBackend(ctx context.Context, id string, req workflows.SetBackendRequest) (workflows.SetBackendResponse, error) {
+	var r workflows.SetBackendResponse
+	err := t.update(ctx, id, workflows.UpdateSetBackend, req, &r)
+	return r, err
+}
+
+// Fork implements Sessions.
+func (t *TemporalSessions) Fork(ctx context.Context, id string, req workflows.ForkRequest) (workflows.ForkResponse, error) {
+	var r workflows.ForkResponse
+	err := t.update(ctx, id, workflows.UpdateFork, req, &r)
+	return r, err
+}
+
+// RecordChatRef implements Sessions.
+func (t *TemporalSessions) RecordChatRef(ctx context.Context, id string, req workflows.ChatRefRequest) error {
+	return t.update(ctx, id, workflows.UpdateChatRef, req, nil)
+}
+
+// Info implements Sessions.
+func (t *TemporalSessions) Info(ctx context.Context, id string) (workflows.Info, error) {
+	var r workflows.Info
+	err := t.query(ctx, id, workflows.QueryInfo, &r)
+	return r, err
+}
+
+// History implements Sessions.
+func (t *TemporalSessions) History(ctx context.Context, id string, req workflows.HistoryRequest) ([]workflows.HistoryEntry, error) {
+	var r []workflows.HistoryEntry
+	err := t.query(ctx, id, workflows.QueryHistory, &r, req)
+	return r, err
+}
+
+// listQuery is the visibility query for f. Platform, workspace and channel
+// are filtered on the parsed workflow ID after listing, because sessions do
+// not carry search attributes yet (and STARTS_WITH is not supported by
+// every visibility store).
+func listQuery(f ListFilter) string {
+	q := fmt.Sprintf("WorkflowType = '%s'", workflows.WorkflowName)
+	if f.ActiveOnly {
+		q += " AND ExecutionStatus = 'Running'"
+	}
+	return q
+}
+
+// matches reports whether loc passes the location part of f.
+func (f ListFilter) matches(loc workflows.Location) bool {
+	return (f.Platform == "" || f.Platform == loc.Platform) &&
+		(f.Workspace == "" || f.Workspace == loc.Workspace) &&
+		(f.Channel == "" || f.Channel == loc.Channel)
+}
+
+// List implements Sessions with the visibility API. Closed runs of a
+// workflow ID that has a newer run are dropped, so each thread appears once.
+func (t *TemporalSessions) List(ctx context.Context, f ListFilter) ([]SessionSummary, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	seen := map[string]bool{}
+	var out []SessionSummary
+	var token []byte
+	for len(out) < limit {
+		resp, err := t.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query:         listQuery(f),
+			PageSize:      int32(min(limit, 1000)),
+			NextPageToken: token,
+		})
+		if err != nil {
+			return out, translate("list", "", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			id := e.GetExecution().GetWorkflowId()
+			loc, err := workflows.ParseID(id)
+			if err != nil || seen[id] || !f.matches(loc) {
+				continue
+			}
+			seen[id] = true
+			s := SessionSummary{
+				WorkflowID: id,
+				Location:   loc,
+				Running:    e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
+			}
+			if ts := e.GetStartTime(); ts != nil {
+				s.StartedAt = ts.AsTime()
+			}
+			if ts := e.GetCloseTime(); ts != nil {
+				s.ClosedAt = ts.AsTime()
+			}
+			if f.Owner != "" {
+				info, err := t.Info(ctx, id)
+				if err != nil || info.Owner.ID != f.Owner {
+					continue
+				}
+			}
+			out = append(out, s)
+			if len(out) == limit {
+				break
+			}
+		}
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			break
+		}
+	}
+	slices.SortStableFunc(out, func(a, b SessionSummary) int { return b.StartedAt.Compare(a.StartedAt) })
+	return out, nil
+}
+
+// translate turns a Temporal client error into a *UserError where the user
+// can act on it, and into a wrapped internal error otherwise.
+func translate(op, id string, err error) error {
+	wrapped := fmt.Errorf("temporal: %s %s: %w", op, id, err)
+	var (
+		appErr   *temporal.ApplicationError
+		notFound *serviceerror.NotFound
+		canceled *temporal.CanceledError
+		deadline *serviceerror.DeadlineExceeded
+	)
+	switch {
+	case errors.As(err, &appErr):
+		// A validator's rejection or a handler's error: written for users.
+		return &UserError{Msg: appErr.Message(), Err: wrapped}
+	case errors.As(err, &notFound):
+		return &UserError{
+			Msg: "There is no running session in this thread (it may have been destroyed). Send a message to start a new one.",
+			Err: fmt.Errorf("%w: %w", ErrNoSession, wrapped),
+		}
+	case errors.As(err, &canceled):
+		return &UserError{Msg: "The session cancelled the request.", Err: wrapped}
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &deadline):
+		return &UserError{Msg: "The session did not answer in time (are the workers running?). Try again in a moment.", Err: wrapped}
+	}
+	return wrapped
+}

@@ -1,0 +1,161 @@
+// Package app assembles sandbot's processes from their parts: the worker
+// (session workflow, model activity, sandbox activities per backend) and the
+// bot (chat core plus the enabled front ends). cmd/worker, cmd/bot and
+// cmd/dev are thin shells around it, and the integration tests start the very
+// same assembly against an embedded Temporal server.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandbot/sandbot/agent"
+	"github.com/sandbot/sandbot/config"
+	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/sandbox/local"
+	"github.com/sandbot/sandbot/workflows"
+)
+
+// Worker is a running set of Temporal workers: one on the session task
+// queue, one per served backend queue, and one on this host's own queue.
+type Worker struct {
+	workers []worker.Worker
+	// Served lists the backends this worker serves, sorted.
+	Served []string
+	// Unavailable maps backends that were configured but could not start
+	// to the reason.
+	Unavailable map[string]string
+	// HostQueue is this worker host's task queue.
+	HostQueue string
+	store     *sandbox.Store
+}
+
+// WorkerOptions lets tests and cmd/dev adjust the assembly.
+type WorkerOptions struct {
+	// Backends, when set, replaces the backends built from the config
+	// (tests inject a preconfigured backend).
+	Backends []sandbox.Backend
+	// ModelHTTP is used as the model client's transport when set.
+	Model *agent.Activities
+	// WorkerOptions tunes the Temporal workers.
+	Temporal worker.Options
+}
+
+// HostQueue is the task queue of the worker host with the given ID.
+func HostQueue(hostID string) string { return "sandbot-host-" + hostID }
+
+// StartWorker builds and starts the worker. Stop it with (*Worker).Stop.
+func StartWorker(ctx context.Context, c client.Client, cfg *config.Config, opts WorkerOptions, log *slog.Logger) (*Worker, error) {
+	models := opts.Model
+	if models == nil {
+		m, err := agent.NewActivities(agent.Config{
+			BaseURL: cfg.Model.BaseURL, APIKey: cfg.Model.APIKey, Model: cfg.Model.Name,
+			Stream: cfg.Model.Stream, RequestTimeout: cfg.Model.Timeout,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("worker: model: %w", err)
+		}
+		models = m
+	}
+	store, err := sandbox.OpenStore(ctx, cfg.Sandbox.SnapshotURL)
+	if err != nil {
+		return nil, fmt.Errorf("worker: snapshot store %s: %w", cfg.Sandbox.SnapshotURL, err)
+	}
+	w := &Worker{HostQueue: HostQueue(cfg.Sandbox.HostID), Unavailable: map[string]string{}, store: store}
+	backends := opts.Backends
+	if backends == nil {
+		backends = w.buildBackends(ctx, cfg, log)
+	}
+	byName := map[string]sandbox.Backend{}
+	for _, b := range backends {
+		byName[b.Name()] = b
+		w.Served = append(w.Served, b.Name())
+	}
+	sort.Strings(w.Served)
+	acts := &sandbox.Activities{Backends: byName, Store: store, HostQueue: w.HostQueue}
+
+	wo := opts.Temporal
+	main := worker.New(c, workflows.TaskQueue, wo)
+	main.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	main.RegisterActivity(models)
+	w.workers = append(w.workers, main)
+	queues := []string{w.HostQueue}
+	for _, name := range w.Served {
+		queues = append(queues, workflows.BackendQueue(name))
+	}
+	for _, q := range queues {
+		sw := worker.New(c, q, wo)
+		sw.RegisterActivity(acts)
+		w.workers = append(w.workers, sw)
+	}
+	for _, x := range w.workers {
+		if err := x.Start(); err != nil {
+			w.Stop()
+			return nil, fmt.Errorf("worker: start: %w", err)
+		}
+	}
+	log.Info("worker started", "task_queue", workflows.TaskQueue, "host_queue", w.HostQueue,
+		"backends", strings.Join(w.Served, ","), "model", models.Model())
+	for name, why := range w.Unavailable {
+		log.Warn("backend not served", "backend", name, "reason", why)
+	}
+	return w, nil
+}
+
+func (w *Worker) buildBackends(ctx context.Context, cfg *config.Config, log *slog.Logger) []sandbox.Backend {
+	var out []sandbox.Backend
+	for _, name := range cfg.Sandbox.Backends {
+		b, err := newBackend(ctx, name, cfg)
+		if err != nil {
+			w.Unavailable[name] = err.Error()
+			continue
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func newBackend(ctx context.Context, name string, cfg *config.Config) (sandbox.Backend, error) {
+	switch name {
+	case "local":
+		return local.New(local.Options{Root: cfg.Sandbox.LocalRoot})
+	case "docker":
+		return newDockerBackend(ctx, cfg)
+	case "daytona", "e2b":
+		return nil, fmt.Errorf("%s: not built into this version", name)
+	}
+	return nil, errors.New("unknown backend")
+}
+
+// Stop stops every Temporal worker and waits for running activities.
+func (w *Worker) Stop() {
+	for _, x := range w.workers {
+		x.Stop()
+	}
+	if w.store != nil {
+		_ = w.store.Close()
+	}
+}
+
+// Describe is the start-up banner: what this worker serves.
+func (w *Worker) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sandbot worker: serving backends [%s] on host queue %s\n", strings.Join(w.Served, ", "), w.HostQueue)
+	names := make([]string, 0, len(w.Unavailable))
+	for n := range w.Unavailable {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, "  ! backend %s is not served: %s\n", n, w.Unavailable[n])
+	}
+	return b.String()
+}

@@ -1,0 +1,254 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	"github.com/sandbot/sandbot/sandbox"
+)
+
+// wrapper runs the user's command ($2) in a new session, hence its own
+// process group, records that group in the pid file $1 for killExec, and
+// kills the group once the command's shell returns, so background jobs do
+// not outlive the command that started them (as in the local backend). The
+// wrapper itself stays outside the group, so it survives the kill and
+// reports the exit status: 128+9 = 137 for a killed command. Without
+// setsid in the image the command still runs, but only its shell can be
+// killed.
+const wrapper = `if command -v setsid >/dev/null 2>&1; then setsid /bin/sh -c "$2" & else /bin/sh -c "$2" & fi
+p=$!
+echo "$p" >"$1"
+wait "$p"
+rc=$?
+kill -KILL -"$p" 2>/dev/null
+rm -f "$1"
+exit "$rc"`
+
+// killScript kills the process group recorded in the pid file $1, waiting
+// a little for the file when the command is only just starting.
+const killScript = `i=0
+while [ ! -s "$1" ]; do
+	i=$((i+1)); [ "$i" -gt 100 ] && exit 3
+	sleep 0.05 2>/dev/null || sleep 1
+done
+p=$(cat "$1")
+kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null
+exit 0`
+
+// outputGrace is how long Exec keeps reading after killing a command, for
+// processes that escaped its group but still hold its output open.
+const outputGrace = 2 * time.Second
+
+// Exec runs c.Command with /bin/sh -c in the workspace as the sandbox
+// user. The exit code is the command's; a command killed by a timeout or a
+// cancellation reports 137 (128+SIGKILL), and -1 means the status could
+// not be read.
+func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sandbox.Result, error) {
+	id, workdir, err := b.container(h)
+	if err != nil {
+		return sandbox.Result{}, fmt.Errorf("docker: exec: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return sandbox.Result{}, fmt.Errorf("docker: exec: %w", err)
+	}
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = b.opts.DefaultTimeout
+	}
+	limit := c.OutputCap
+	if limit <= 0 {
+		limit = b.opts.DefaultOutputCap
+	}
+	pidfile := "/tmp/.sandbot-exec-" + randomHex(8) + ".pid"
+	execID, err := b.execCreate(ctx, "exec", id, client.ExecCreateOptions{
+		Cmd:          []string{"/bin/sh", "-c", wrapper, "sandbot-exec", pidfile, c.Command},
+		AttachStdout: true,
+		AttachStderr: true,
+		WorkingDir:   workdir,
+		Env:          commandEnv(workdir),
+	})
+	if err != nil {
+		return sandbox.Result{}, err
+	}
+	start := time.Now()
+	att, err := b.cli.ExecAttach(ctx, execID, client.ExecAttachOptions{})
+	if err != nil {
+		return sandbox.Result{}, b.classify("exec: attach", err)
+	}
+	defer att.Close()
+
+	stdout, stderr := sandbox.NewOutputBuffer(limit), sandbox.NewOutputBuffer(limit)
+	copied := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(stdout, stderr, att.Reader)
+		copied <- err
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+
+	var timedOut bool
+	var ctxErr, copyErr error
+	select {
+	case copyErr = <-copied:
+	case <-timer.C:
+		timedOut = true
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+	}
+	// After a timeout or cancellation the caller's context may be done;
+	// killing and collecting the status must still happen.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if timedOut || ctxErr != nil {
+		if err := b.killExec(cctx, id, execID, pidfile); err != nil {
+			b.log.Warn("docker: cannot kill command", "sandbox", id, "error", err)
+		}
+		grace := time.NewTimer(outputGrace)
+		select {
+		case <-copied:
+		case <-grace.C:
+			b.log.Warn("docker: a process outside the command's group holds its output open; output after the kill is dropped", "sandbox", id)
+			att.Close()
+			<-copied
+		}
+		grace.Stop()
+	}
+	duration := time.Since(start)
+
+	res := sandbox.Result{TimedOut: timedOut, Duration: duration, ExitCode: -1}
+	for i, buf := range []*sandbox.OutputBuffer{stdout, stderr} {
+		o := buf.Output()
+		if i == 0 {
+			res.Stdout = o.Text
+		} else {
+			res.Stderr = o.Text
+		}
+		res.DroppedBytes += o.Dropped
+		res.Binary = res.Binary || o.Binary
+	}
+	res.Truncated = res.DroppedBytes > 0
+
+	code, inspectErr := b.exitCode(cctx, execID)
+	if inspectErr == nil {
+		res.ExitCode = code
+	}
+	switch {
+	case ctxErr != nil:
+		return res, fmt.Errorf("docker: exec: %w", ctxErr)
+	case copyErr != nil:
+		return res, b.classify("exec: read output", copyErr)
+	case inspectErr != nil && !timedOut:
+		return res, b.classify("exec: exit status", inspectErr)
+	}
+	return res, nil
+}
+
+// commandEnv is what commands get on top of the image's environment:
+// nothing of the worker's.
+func commandEnv(workdir string) []string {
+	return []string{"HOME=" + workdir, "LANG=C.UTF-8", "TERM=dumb"}
+}
+
+// execCreate creates an exec, starting a stopped (suspended) container
+// first if needed.
+func (b *Backend) execCreate(ctx context.Context, op, id string, opts client.ExecCreateOptions) (string, error) {
+	created, err := b.cli.ExecCreate(ctx, id, opts)
+	if cerrdefs.IsConflict(err) {
+		// "container is not running" or "is paused".
+		if rerr := b.ensureRunning(ctx, op, id); rerr != nil {
+			return "", rerr
+		}
+		created, err = b.cli.ExecCreate(ctx, id, opts)
+	}
+	if err != nil {
+		return "", b.classify(op, err)
+	}
+	return created.ID, nil
+}
+
+// killExec kills the process group of a running command. Docker cannot
+// kill an exec, so this is a second exec that reads the group from the
+// command's pid file.
+func (b *Backend) killExec(ctx context.Context, id, execID, pidfile string) error {
+	info, err := b.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
+	if err == nil && !info.Running && info.PID != 0 {
+		return nil // it has already finished
+	}
+	code, err := b.run(ctx, "exec: kill", id, []string{"/bin/sh", "-c", killScript, "sandbot-kill", pidfile}, io.Discard, io.Discard)
+	if err != nil {
+		return err
+	}
+	if code == 3 {
+		return errors.New("the command never recorded its process group")
+	}
+	return nil
+}
+
+// exitCode waits until the exec has ended and returns its exit code. The
+// output stream can end a moment before the daemon records the exit.
+func (b *Backend) exitCode(ctx context.Context, execID string) (int, error) {
+	delay := time.Millisecond
+	for {
+		info, err := b.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
+		if err != nil {
+			return -1, err
+		}
+		if !info.Running {
+			return info.ExitCode, nil
+		}
+		select {
+		case <-ctx.Done():
+			return -1, fmt.Errorf("exec still running: %w", ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+// run executes an internal helper command (not the user's) to completion
+// and returns its exit code. Cancelling ctx stops reading; helpers are
+// short and need no kill.
+func (b *Backend) run(ctx context.Context, op, id string, cmd []string, stdout, stderr io.Writer) (int, error) {
+	execID, err := b.execCreate(ctx, op, id, client.ExecCreateOptions{
+		Cmd:          cmd,
+		AttachStdout: true,
+		AttachStderr: true,
+		Env:          []string{"LANG=C", "LC_ALL=C"},
+	})
+	if err != nil {
+		return -1, err
+	}
+	att, err := b.cli.ExecAttach(ctx, execID, client.ExecAttachOptions{})
+	if err != nil {
+		return -1, b.classify(op, err)
+	}
+	defer att.Close()
+	stop := context.AfterFunc(ctx, att.Close)
+	defer stop()
+	if _, err := stdcopy.StdCopy(stdout, stderr, att.Reader); err != nil {
+		if ctx.Err() != nil {
+			return -1, fmt.Errorf("docker: %s: %w", op, ctx.Err())
+		}
+		return -1, b.classify(op, err)
+	}
+	code, err := b.exitCode(ctx, execID)
+	if err != nil {
+		return -1, b.classify(op, err)
+	}
+	return code, nil
+}
+
+func randomHex(n int) string {
+	p := make([]byte, n)
+	_, _ = rand.Read(p)
+	return hex.EncodeToString(p)
+}

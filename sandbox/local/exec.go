@@ -1,0 +1,202 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandbot/sandbot/sandbox"
+)
+
+// wrapper runs the user's command ($1) under a watcher that kills the whole
+// process group once the worker closes the other end of fd 3. The worker
+// closes it when the command is over, and the kernel closes it when the
+// worker dies, so a command tree never outlives a crashed worker (Pdeathsig
+// alone only reaches the direct child). The watcher's output goes to
+// /dev/null so it never holds the command's pipes open; the command does
+// not inherit fd 3.
+const wrapper = `(read x <&3; kill -s KILL 0) </dev/null >/dev/null 2>&1 &
+/bin/sh -c "$1" 3<&-`
+
+// Exec runs c.Command with /bin/sh -c in the workspace root.
+//
+// The exit code is the command's; a command killed by a signal reports
+// 128+signal (137 for the SIGKILL of a timeout or cancellation), as a shell
+// would, and -1 means the status could not be read.
+func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sandbox.Result, error) {
+	ws, tmp, err := b.workspace(h)
+	if err != nil {
+		return sandbox.Result{}, fmt.Errorf("local: exec: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return sandbox.Result{}, fmt.Errorf("local: exec: %w", err)
+	}
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return sandbox.Result{}, fmt.Errorf("local: exec: temp dir: %w", err)
+	}
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = b.opts.DefaultTimeout
+	}
+	limit := c.OutputCap
+	if limit <= 0 {
+		limit = b.opts.DefaultOutputCap
+	}
+
+	p, err := newPipes()
+	if err != nil {
+		return sandbox.Result{}, fmt.Errorf("local: exec: %w", err)
+	}
+	defer p.closeAll()
+
+	cmd := exec.Command(b.shell, "-c", wrapper, "sandbot-sh", c.Command)
+	cmd.Dir = ws
+	cmd.Env = b.commandEnv(ws, tmp)
+	cmd.Stdout, cmd.Stderr = p.outW, p.errW
+	cmd.ExtraFiles = []*os.File{p.watchR}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return sandbox.Result{}, fmt.Errorf("local: exec: start: %w", err)
+	}
+	pgid := cmd.Process.Pid
+	p.closeChildEnds()
+
+	stdout, stderr := sandbox.NewOutputBuffer(limit), sandbox.NewOutputBuffer(limit)
+	var drained sync.WaitGroup
+	drained.Add(2)
+	go drain(&drained, stdout, p.outR)
+	go drain(&drained, stderr, p.errR)
+
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+
+	var timedOut bool
+	var ctxErr error
+	select {
+	case <-waited:
+	case <-timer.C:
+		timedOut = true
+		killGroup(pgid)
+		<-waited
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+		killGroup(pgid)
+		<-waited
+	}
+	duration := time.Since(start)
+	// Background jobs do not outlive the command that started them.
+	killGroup(pgid)
+	p.watchW.Close()
+
+	drainDone := make(chan struct{})
+	go func() { drained.Wait(); close(drainDone) }()
+	grace := time.NewTimer(b.opts.OutputGrace)
+	defer grace.Stop()
+	select {
+	case <-drainDone:
+	case <-grace.C:
+		// Something outside the group still holds the pipes; stop reading.
+		b.log.Warn("local: a process outside the command's group holds its output open; output after the command ended is dropped",
+			"sandbox", h.ID)
+		p.outR.Close()
+		p.errR.Close()
+		<-drainDone
+	}
+
+	res := sandbox.Result{ExitCode: exitCode(cmd.ProcessState), TimedOut: timedOut, Duration: duration}
+	for i, buf := range []*sandbox.OutputBuffer{stdout, stderr} {
+		o := buf.Output()
+		if i == 0 {
+			res.Stdout = o.Text
+		} else {
+			res.Stderr = o.Text
+		}
+		res.DroppedBytes += o.Dropped
+		res.Binary = res.Binary || o.Binary
+	}
+	res.Truncated = res.DroppedBytes > 0
+	if ctxErr != nil {
+		return res, fmt.Errorf("local: exec: %w", ctxErr)
+	}
+	return res, nil
+}
+
+// commandEnv is the scrubbed environment: nothing from the worker.
+func (b *Backend) commandEnv(ws, tmp string) []string {
+	env := make([]string, 0, len(b.env)+3)
+	env = append(env, b.env...)
+	return append(env, "HOME="+ws, "TMPDIR="+tmp, markerVar+"="+ws)
+}
+
+func exitCode(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+		switch {
+		case ws.Exited():
+			return ws.ExitStatus()
+		case ws.Signaled():
+			return 128 + int(ws.Signal())
+		}
+	}
+	return -1
+}
+
+// readerOnly hides an *os.File's WriterTo so io.CopyBuffer uses our buffer.
+type readerOnly struct{ io.Reader }
+
+func drain(wg *sync.WaitGroup, dst io.Writer, src *os.File) {
+	defer wg.Done()
+	buf := make([]byte, 64<<10)
+	_, _ = io.CopyBuffer(dst, readerOnly{src}, buf)
+}
+
+// pipes are the command's stdout, stderr and watcher pipes. The child gets
+// the write ends of stdout/stderr and the read end of the watcher pipe;
+// the worker keeps the others.
+type pipes struct {
+	outR, outW, errR, errW, watchR, watchW *os.File
+}
+
+func newPipes() (*pipes, error) {
+	var p pipes
+	var err error
+	if p.outR, p.outW, err = os.Pipe(); err != nil {
+		return nil, err
+	}
+	if p.errR, p.errW, err = os.Pipe(); err != nil {
+		p.closeAll()
+		return nil, err
+	}
+	if p.watchR, p.watchW, err = os.Pipe(); err != nil {
+		p.closeAll()
+		return nil, err
+	}
+	return &p, nil
+}
+
+// closeChildEnds closes the worker's copies of the child's ends, so EOF
+// arrives when the command's processes are gone.
+func (p *pipes) closeChildEnds() {
+	p.outW.Close()
+	p.errW.Close()
+	p.watchR.Close()
+}
+
+func (p *pipes) closeAll() {
+	for _, f := range []*os.File{p.outR, p.outW, p.errR, p.errW, p.watchR, p.watchW} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

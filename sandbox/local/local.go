@@ -1,0 +1,306 @@
+// Package local is the sandbox backend that runs commands as plain
+// processes on the worker host, one workspace directory per session.
+//
+// What it confines, and what it does not. A local sandbox is a shell on the
+// worker host running as the worker's user; treat it as trusted-user
+// tooling, not as isolation from a hostile model. It does:
+//   - run every command in its session's own directory, with HOME and
+//     TMPDIR pointing inside the backend's root;
+//   - build the environment from scratch (PATH, HOME, LANG, TERM, TMPDIR
+//     and the configured extras), so worker secrets such as the model API
+//     key or chat tokens never reach a command;
+//   - put each command in its own process group and kill the whole group
+//     on timeout, on cancellation, when the command finishes (background
+//     jobs do not outlive the command that started them) and when the
+//     worker dies;
+//   - bound the output it keeps in memory;
+//   - refuse snapshot entries that would be written outside the workspace.
+//
+// It does not restrict the file system (a command can read or write
+// anything the worker's user can), the network, CPU, memory or process
+// counts, and a process that leaves the group on purpose (setsid) escapes
+// the group kill; Destroy and Create still find such strays by the
+// SANDBOT_SANDBOX variable every command carries, unless they clear their
+// environment. Use the docker backend when isolation matters.
+package local
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/sandbot/sandbot/sandbox"
+)
+
+// Name is the backend's registry name.
+const Name = "local"
+
+// Defaults for zero Options fields.
+const (
+	DefaultTimeout = 2 * time.Minute
+	DefaultPath    = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	// DefaultOutputGrace is how long Exec keeps reading output after the
+	// command's process group was killed, for escaped processes that still
+	// hold the output pipes.
+	DefaultOutputGrace = 2 * time.Second
+)
+
+// markerVar is set in every command's environment to the workspace path,
+// so processes that escaped their process group can still be found.
+const markerVar = "SANDBOT_SANDBOX"
+
+// Options configures a Backend.
+type Options struct {
+	// Root holds one directory per session (required). It is created if
+	// missing.
+	Root string
+	// DefaultTimeout applies to commands without their own (default
+	// DefaultTimeout).
+	DefaultTimeout time.Duration
+	// DefaultOutputCap bounds each stream of commands without their own
+	// cap (default sandbox.DefaultOutputCap).
+	DefaultOutputCap int
+	// Path is the PATH commands see (default DefaultPath).
+	Path string
+	// Env lists extra KEY=VALUE variables for commands. It may override
+	// PATH, LANG and TERM, but not HOME, TMPDIR, PWD or SANDBOT_SANDBOX.
+	// Nothing is inherited from the worker's environment.
+	Env []string
+	// OutputGrace: see DefaultOutputGrace.
+	OutputGrace time.Duration
+	// Logger receives warnings (stray processes, unreadable files). Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Backend runs sandboxes as directories under Options.Root. It keeps no
+// state beyond its options, so any Backend with the same Root serves any
+// handle it created; it is safe for concurrent use.
+type Backend struct {
+	root  string
+	tmp   string
+	opts  Options
+	env   []string // fixed part of every command's environment
+	host  string
+	log   *slog.Logger
+	shell string
+}
+
+var (
+	_ sandbox.Backend       = (*Backend)(nil)
+	_ sandbox.Fingerprinter = (*Backend)(nil)
+	_ sandbox.HostBound     = (*Backend)(nil)
+)
+
+var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// New checks opts, creates the root directory and returns a Backend.
+func New(opts Options) (*Backend, error) {
+	if opts.Root == "" {
+		return nil, errors.New("local: new: Options.Root is empty; set it to a directory for session workspaces")
+	}
+	root, err := filepath.Abs(opts.Root)
+	if err != nil {
+		return nil, fmt.Errorf("local: new: root %q: %w", opts.Root, err)
+	}
+	if opts.DefaultTimeout < 0 || opts.DefaultOutputCap < 0 || opts.OutputGrace < 0 {
+		return nil, errors.New("local: new: DefaultTimeout, DefaultOutputCap and OutputGrace must not be negative (zero means the default)")
+	}
+	if opts.DefaultTimeout == 0 {
+		opts.DefaultTimeout = DefaultTimeout
+	}
+	if opts.DefaultOutputCap == 0 {
+		opts.DefaultOutputCap = sandbox.DefaultOutputCap
+	}
+	if opts.OutputGrace == 0 {
+		opts.OutputGrace = DefaultOutputGrace
+	}
+	if opts.Path == "" {
+		opts.Path = DefaultPath
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	env := map[string]string{"PATH": opts.Path, "LANG": "C.UTF-8", "TERM": "dumb"}
+	order := []string{"PATH", "LANG", "TERM"}
+	for _, kv := range opts.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !envKey.MatchString(k) {
+			return nil, fmt.Errorf("local: new: Env entry %q: want KEY=VALUE with KEY made of letters, digits and _", kv)
+		}
+		switch k {
+		case "HOME", "TMPDIR", "PWD", markerVar:
+			return nil, fmt.Errorf("local: new: Env entry %q: %s is set by the backend and cannot be overridden", kv, k)
+		}
+		if _, seen := env[k]; !seen {
+			order = append(order, k)
+		}
+		env[k] = v
+	}
+	b := &Backend{root: root, tmp: filepath.Join(root, ".tmp"), opts: opts, log: opts.Logger, shell: "/bin/sh"}
+	for _, k := range order {
+		b.env = append(b.env, k+"="+env[k])
+	}
+	if err := os.MkdirAll(b.tmp, 0o700); err != nil {
+		return nil, fmt.Errorf("local: new: create root: %w", err)
+	}
+	if _, err := os.Stat(b.shell); err != nil {
+		return nil, fmt.Errorf("local: new: %s is needed to run commands: %w", b.shell, err)
+	}
+	b.host, _ = os.Hostname()
+	return b, nil
+}
+
+// Name returns "local".
+func (b *Backend) Name() string { return Name }
+
+// HostBound reports true: workspaces live on this host's disk.
+func (b *Backend) HostBound() bool { return true }
+
+// Root is the directory holding the workspaces.
+func (b *Backend) Root() string { return b.root }
+
+// dirName derives a workspace directory name from a session ID: readable
+// (sanitized and shortened ID) and unique (hash of the full ID). It is
+// deterministic, so a retried Create reuses the directory instead of
+// leaking one.
+func dirName(sessionID string) string {
+	sum := sha256.Sum256([]byte(sessionID))
+	var b strings.Builder
+	for _, r := range sessionID {
+		if b.Len() >= 40 {
+			break
+		}
+		if r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String() + "-" + hex.EncodeToString(sum[:6])
+}
+
+var validID = regexp.MustCompile(`^[A-Za-z0-9_-]{0,40}-[0-9a-f]{12}$`)
+
+// paths resolves a handle to its workspace and temp directories, refusing
+// handles this backend could not have made (handles come from workflow
+// history, so they are checked rather than trusted as paths).
+func (b *Backend) paths(h sandbox.Handle) (ws, tmp string, err error) {
+	if h.Backend != Name {
+		return "", "", fmt.Errorf("handle is for backend %q, not %q", h.Backend, Name)
+	}
+	if !validID.MatchString(h.ID) {
+		return "", "", fmt.Errorf("handle ID %q is not a local workspace name", h.ID)
+	}
+	return filepath.Join(b.root, h.ID), filepath.Join(b.tmp, h.ID), nil
+}
+
+// Create makes an empty workspace for spec.SessionID. An existing
+// directory of the same session (a lost handle, a retried activity) is
+// emptied first, and processes still running from it are killed.
+func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Handle, error) {
+	if spec.SessionID == "" {
+		return sandbox.Handle{}, errors.New("local: create: empty session ID")
+	}
+	if err := ctx.Err(); err != nil {
+		return sandbox.Handle{}, fmt.Errorf("local: create: %w", err)
+	}
+	if err := os.MkdirAll(b.tmp, 0o700); err != nil {
+		// The root is unusable (gone read-only, replaced by a file...):
+		// nothing this backend can do until an operator fixes it.
+		return sandbox.Handle{}, fmt.Errorf("local: create: %w: root %s: %w", sandbox.ErrUnavailable, b.root, err)
+	}
+	name := dirName(spec.SessionID)
+	ws, tmp := filepath.Join(b.root, name), filepath.Join(b.tmp, name)
+	killStrays(ws, b.log)
+	for _, dir := range []string{ws, tmp} {
+		if err := removeAll(dir); err != nil {
+			return sandbox.Handle{}, fmt.Errorf("local: create: clear %s: %w", dir, err)
+		}
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return sandbox.Handle{}, fmt.Errorf("local: create: %w", err)
+		}
+	}
+	return sandbox.Handle{
+		Backend:   Name,
+		ID:        name,
+		SessionID: spec.SessionID,
+		Workdir:   ws,
+		Meta:      map[string]string{"host": b.host},
+	}, nil
+}
+
+// Destroy kills the sandbox's processes and removes its directories.
+// Destroying one that is already gone is not an error.
+func (b *Backend) Destroy(ctx context.Context, h sandbox.Handle) error {
+	ws, tmp, err := b.paths(h)
+	if err != nil {
+		return fmt.Errorf("local: destroy: %w", err)
+	}
+	killStrays(ws, b.log)
+	for _, dir := range []string{ws, tmp} {
+		if err := removeAll(dir); err != nil {
+			return fmt.Errorf("local: destroy: %w", err)
+		}
+	}
+	return nil
+}
+
+// Alive reports whether the workspace directory exists.
+func (b *Backend) Alive(ctx context.Context, h sandbox.Handle) (bool, error) {
+	ws, _, err := b.paths(h)
+	if err != nil {
+		return false, fmt.Errorf("local: alive: %w", err)
+	}
+	fi, err := os.Lstat(ws)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("local: alive: %w", err)
+	}
+	return fi.IsDir(), nil
+}
+
+// workspace returns the workspace of a live handle, or an error wrapping
+// sandbox.ErrNotFound.
+func (b *Backend) workspace(h sandbox.Handle) (ws, tmp string, err error) {
+	ws, tmp, err = b.paths(h)
+	if err != nil {
+		return "", "", err
+	}
+	fi, err := os.Lstat(ws)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && !fi.IsDir() {
+		return "", "", fmt.Errorf("workspace %s: %w", h.ID, sandbox.ErrNotFound)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	return ws, tmp, nil
+}
+
+// removeAll is os.RemoveAll that also copes with directories a command
+// made read-only (chmod -R a-w), which would otherwise make a workspace
+// impossible to delete for a non-root worker.
+func removeAll(dir string) error {
+	err := os.RemoveAll(dir)
+	if err == nil || !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}

@@ -1,0 +1,127 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// approval asks for a decision on a call and waits for it, for the
+// configured expiry, or for the turn to be stopped. A standing "approve
+// always" for every command of the call answers at once.
+func (s *session) approval(ctx workflow.Context, callID string, commands []string) (DecisionRecord, error) {
+	now := workflow.Now(ctx)
+	command := strings.Join(commands, "\n")
+	if s.st.alwaysApproved(commands) {
+		d := DecisionRecord{CallID: callID, Command: command, Decision: DecisionApprove, At: now, Auto: true, Turn: s.st.Turn}
+		s.record(d)
+		return d, nil
+	}
+	timeout := s.st.Settings.ApprovalTimeout
+	s.decision = nil
+	s.st.Last.Pending = &PendingApproval{
+		CallID: callID, Command: command,
+		Reason:  fmt.Sprintf("approval policy %q: not a read-only command", s.st.Settings.ApprovalMode),
+		AskedAt: now, ExpiresAt: now.Add(timeout),
+	}
+	if s.st.Settings.ApprovalMode == ApproveAlways {
+		s.st.Last.Pending.Reason = `approval policy "always": every command needs approval`
+	}
+	s.st.Last.Status = StatusAwaitingApproval
+	if c := s.call(callID); c != nil {
+		c.Status = CallAwaitingApproval
+	}
+	s.touch()
+
+	ok, err := workflow.AwaitWithTimeout(ctx, timeout, func() bool { return s.decision != nil })
+	s.st.Last.Pending = nil
+	s.st.Last.Status = StatusThinking
+	if err != nil || ctx.Err() != nil {
+		s.touch()
+		return DecisionRecord{}, errStopped
+	}
+	var d DecisionRecord
+	if ok {
+		d = *s.decision
+	} else {
+		d = DecisionRecord{
+			CallID: callID, Command: command, Decision: DecisionReject, At: workflow.Now(ctx), Expired: true, Turn: s.st.Turn,
+			Reason: fmt.Sprintf("nobody decided within %s", timeout),
+		}
+		s.st.Last.Notices = append(s.st.Last.Notices, fmt.Sprintf("The approval request for `%s` expired after %s; the command was not run.", oneLine(command), timeout))
+	}
+	s.decision = nil
+	if d.Decision == DecisionApproveAlways {
+		s.st.addAlwaysApproved(commands)
+	}
+	s.record(d)
+	return d, nil
+}
+
+func (s *session) record(d DecisionRecord) {
+	s.st.recordDecision(d)
+	if c := s.call(d.CallID); c != nil {
+		dc := d
+		c.Decision = &dc
+		if d.Decision != DecisionReject {
+			c.Status = CallPending
+		}
+	}
+	s.touch()
+}
+
+func (s *session) validateApprove(ctx workflow.Context, req ApproveRequest) error {
+	if err := s.validateAlive(ctx, nil); err != nil {
+		return err
+	}
+	switch req.Decision {
+	case DecisionApprove, DecisionApproveAlways, DecisionReject:
+	default:
+		return fmt.Errorf("decision %q is unknown; use %q, %q or %q", req.Decision, DecisionApprove, DecisionApproveAlways, DecisionReject)
+	}
+	p := s.st.Last.Pending
+	if p == nil || p.CallID != req.CallID || s.decision != nil {
+		if d := s.decided(req.CallID); d != nil {
+			if d.Expired {
+				return fmt.Errorf("this approval request expired at %s; the command was not run", d.At.UTC().Format("15:04 MST"))
+			}
+			verb := map[Decision]string{DecisionApprove: "approved", DecisionApproveAlways: "approved (always)", DecisionReject: "rejected"}[d.Decision]
+			return fmt.Errorf("already decided: %s by %s", verb, displayName(d.User))
+		}
+		if s.decision != nil && p != nil && p.CallID == req.CallID {
+			return fmt.Errorf("already decided by %s", displayName(s.decision.User))
+		}
+		return fmt.Errorf("unknown or stale approval request %q: nothing is waiting for approval under that ID", req.CallID)
+	}
+	if !workflow.Now(ctx).Before(p.ExpiresAt) {
+		return fmt.Errorf("this approval request expired at %s; the command was not run", p.ExpiresAt.UTC().Format("15:04 MST"))
+	}
+	if !s.st.mayApprove(req.User) {
+		return fmt.Errorf("%s may not approve commands in this session: only its owner (%s) and configured approvers may", displayName(req.User), displayName(s.st.Owner))
+	}
+	return nil
+}
+
+// decided finds a decision on callID in this turn or the log.
+func (s *session) decided(callID string) *DecisionRecord {
+	if c := s.call(callID); c != nil && c.Decision != nil {
+		return c.Decision
+	}
+	for i := len(s.st.Decisions) - 1; i >= 0; i-- {
+		if s.st.Decisions[i].CallID == callID {
+			return &s.st.Decisions[i]
+		}
+	}
+	return nil
+}
+
+func (s *session) onApprove(ctx workflow.Context, req ApproveRequest) (ApproveResponse, error) {
+	p := s.st.Last.Pending
+	d := DecisionRecord{
+		CallID: req.CallID, Command: p.Command, Decision: req.Decision, Reason: req.Reason,
+		User: req.User, At: workflow.Now(ctx), Turn: s.st.Turn,
+	}
+	s.decision = &d
+	return ApproveResponse{Command: p.Command}, nil
+}

@@ -1,0 +1,280 @@
+// Package workflows owns the session workflow: one long-lived Temporal
+// workflow per chat thread that keeps the conversation, runs the agent loop
+// (model activity, approval policy, sandbox exec activities), holds pending
+// approvals, and carries its state through continue-as-new for months.
+//
+// This file is the contract shared by the bot and the worker: the names of
+// updates, queries and signals, and their request and response types. Each
+// handler takes exactly one struct and returns one struct, so payloads can
+// grow without breaking running sessions. Code in this package other than the
+// contract types must be deterministic.
+package workflows
+
+import (
+	"fmt"
+
+	"github.com/sandbot/sandbot/agent"
+	"strings"
+	"time"
+)
+
+// WorkflowName is the registered name of the session workflow type.
+const WorkflowName = "Session"
+
+// TaskQueue is the default task queue of session workflows and the model
+// activity.
+const TaskQueue = "sandbot"
+
+// Update, query and signal names.
+const (
+	UpdateSendMessage = "send_message"
+	UpdateApprove     = "approve"
+	UpdatePause       = "pause"
+	UpdateResume      = "resume"
+	UpdateStop        = "stop"
+	UpdateDestroy     = "destroy"
+	UpdateSetBackend  = "set_backend"
+	UpdateChatRef     = "chat_ref"
+	UpdateFork        = "fork"
+
+	QueryTurnState = "turn_state"
+	QueryHistory   = "history"
+	QueryInfo      = "info"
+
+	SignalDestroy = "destroy"
+)
+
+// Location is where a session lives in chat. Its ID is the workflow ID, so
+// any bot replica routes any event without a database.
+type Location struct {
+	// Platform is "slack", "discord" or "console".
+	Platform string `json:"platform"`
+	// Workspace is the Slack team or Discord guild ("" for DMs/console).
+	Workspace string `json:"workspace,omitempty"`
+	// Channel is the channel (or DM) ID.
+	Channel string `json:"channel"`
+	// Thread is the thread root (Slack thread_ts, Discord thread ID).
+	Thread string `json:"thread"`
+}
+
+// ID returns the session workflow ID for the location, for example
+// "session/slack/T1/C1/1700000000.0001". Parts are escaped so that no
+// two locations share an ID.
+func (l Location) ID() string {
+	esc := func(s string) string {
+		s = strings.ReplaceAll(s, "%", "%25")
+		return strings.ReplaceAll(s, "/", "%2F")
+	}
+	return fmt.Sprintf("session/%s/%s/%s/%s", esc(l.Platform), esc(l.Workspace), esc(l.Channel), esc(l.Thread))
+}
+
+// ParseID is the inverse of Location.ID.
+func ParseID(id string) (Location, error) {
+	parts := strings.Split(id, "/")
+	if len(parts) != 5 || parts[0] != "session" {
+		return Location{}, fmt.Errorf("workflows: %q is not a session ID (want session/<platform>/<workspace>/<channel>/<thread>)", id)
+	}
+	unesc := func(s string) string {
+		s = strings.ReplaceAll(s, "%2F", "/")
+		return strings.ReplaceAll(s, "%25", "%")
+	}
+	return Location{Platform: unesc(parts[1]), Workspace: unesc(parts[2]), Channel: unesc(parts[3]), Thread: unesc(parts[4])}, nil
+}
+
+// User is a chat user as the bot saw them.
+type User struct {
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+	// Roles are platform roles (Discord), used for approver roles.
+	Roles []string `json:"roles,omitempty"`
+}
+
+// ApprovalMode is the policy for asking before a shell call runs.
+type ApprovalMode string
+
+// Approval modes.
+const (
+	ApproveNever          ApprovalMode = "never"
+	ApproveAlways         ApprovalMode = "always"
+	ApproveUnlessReadOnly ApprovalMode = "unless-readonly"
+)
+
+// Settings are the per-session knobs, fixed at start from the bot's and
+// worker's configuration and carried through continue-as-new.
+type Settings struct {
+	ApprovalMode    ApprovalMode  `json:"approval_mode"`
+	ApprovalTimeout time.Duration `json:"approval_timeout"`
+	// Approvers may decide approvals in addition to the owner.
+	Approvers []string `json:"approvers,omitempty"`
+	// ApproverRoles grant approval rights to holders of these roles.
+	ApproverRoles []string `json:"approver_roles,omitempty"`
+	// MaxToolCalls caps shell calls per turn.
+	MaxToolCalls int `json:"max_tool_calls"`
+	// CommandTimeout is the default per-command timeout.
+	CommandTimeout time.Duration `json:"command_timeout"`
+	// MaxCommandTimeout caps a timeout the model asks for.
+	MaxCommandTimeout time.Duration `json:"max_command_timeout"`
+	// HistoryLimitBytes forces continue-as-new past this history size even if
+	// Temporal has not suggested it yet.
+	HistoryLimitBytes int `json:"history_limit_bytes"`
+	// TranscriptLimitBytes caps the transcript kept in workflow state; the
+	// oldest entries are dropped first.
+	TranscriptLimitBytes int `json:"transcript_limit_bytes,omitempty"`
+	// ContextBytes caps the transcript sent to the model per call.
+	ContextBytes int `json:"context_bytes,omitempty"`
+	// ExecHeartbeat is the heartbeat timeout of exec activities: how long a
+	// dead worker goes unnoticed.
+	ExecHeartbeat time.Duration `json:"exec_heartbeat,omitempty"`
+	// ModelTimeout bounds one model call; ModelAttempts bounds its retries.
+	ModelTimeout  time.Duration `json:"model_timeout,omitempty"`
+	ModelAttempts int           `json:"model_attempts,omitempty"`
+	// Backends lists the backend names /backend may switch to (empty: any
+	// name; the bot checks which ones workers serve).
+	Backends []string `json:"backends,omitempty"`
+	// Indexed is true when the namespace has the Sandbot* search attributes
+	// (see SearchAttributeTypes); the session then keeps them current.
+	Indexed bool `json:"indexed,omitempty"`
+	// IdleSuspend suspends the sandbox after this much idle time (0: never).
+	IdleSuspend time.Duration `json:"idle_suspend,omitempty"`
+}
+
+// SessionInput starts (or continues) a session.
+type SessionInput struct {
+	Location Location `json:"location"`
+	Owner    User     `json:"owner"`
+	Title    string   `json:"title,omitempty"`
+	Backend  string   `json:"backend"`
+	Settings Settings `json:"settings"`
+	// Parent and ForkedAtTurn record lineage for forks.
+	Parent       string `json:"parent,omitempty"`
+	ForkedAtTurn int    `json:"forked_at_turn,omitempty"`
+	// Seed is the transcript and snapshot a fork starts from.
+	Seed *ForkSeed `json:"seed,omitempty"`
+	// State is set only by continue-as-new.
+	State *State `json:"state,omitempty"`
+}
+
+// SessionResult is returned when a session ends.
+type SessionResult struct {
+	Turns     int  `json:"turns"`
+	Destroyed bool `json:"destroyed"`
+}
+
+// MaxMessageBytes is the largest accepted chat message.
+const MaxMessageBytes = 64 << 10
+
+// MessageRequest is the input of UpdateSendMessage.
+type MessageRequest struct {
+	// EventID is the platform's own event ID; a redelivered event with the
+	// same ID is acknowledged but never starts a second turn.
+	EventID string `json:"event_id"`
+	User    User   `json:"user"`
+	Text    string `json:"text"`
+}
+
+// MessageResponse tells the bot which turn will answer the message.
+type MessageResponse struct {
+	// Turn is the turn number that will take (or took) this message.
+	Turn int `json:"turn"`
+	// Duplicate is true when EventID was seen before.
+	Duplicate bool `json:"duplicate,omitempty"`
+	// Queued is true when a turn is running and the message waits for the
+	// next one.
+	Queued bool `json:"queued,omitempty"`
+}
+
+// Decision is an approval answer.
+type Decision string
+
+// Decisions.
+const (
+	DecisionApprove       Decision = "approve"
+	DecisionApproveAlways Decision = "approve_always"
+	DecisionReject        Decision = "reject"
+)
+
+// ApproveRequest is the input of UpdateApprove.
+type ApproveRequest struct {
+	CallID   string   `json:"call_id"`
+	Decision Decision `json:"decision"`
+	Reason   string   `json:"reason,omitempty"`
+	User     User     `json:"user"`
+}
+
+// ApproveResponse confirms a decision.
+type ApproveResponse struct {
+	Command string `json:"command"`
+}
+
+// PauseRequest, StopRequest, DestroyRequest and ResumeRequest carry who asked.
+type (
+	PauseRequest   struct{ User User `json:"user"` }
+	ResumeRequest  struct{ User User `json:"user"` }
+	StopRequest    struct{ User User `json:"user"` }
+	DestroyRequest struct{ User User `json:"user"` }
+)
+
+// PauseResponse is returned once the session is quiet at a turn boundary.
+type PauseResponse struct {
+	Turn int `json:"turn"`
+}
+
+// StopResponse says whether a turn was running.
+type StopResponse struct {
+	Stopped bool `json:"stopped"`
+	Turn    int  `json:"turn"`
+}
+
+// DestroyResponse is returned after the sandbox and snapshots are removed.
+type DestroyResponse struct {
+	Turns int `json:"turns"`
+}
+
+// SetBackendRequest is the input of UpdateSetBackend.
+type SetBackendRequest struct {
+	Backend string `json:"backend"`
+	User    User   `json:"user"`
+}
+
+// SetBackendResponse says when the switch applies.
+type SetBackendResponse struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Deferred is true when a turn is running; the switch applies after it.
+	Deferred bool `json:"deferred,omitempty"`
+}
+
+// ChatRefRequest records a chat message the bot posted for a turn, so that a
+// restarted bot keeps editing the same status message and never posts a
+// second final answer.
+type ChatRefRequest struct {
+	Turn int `json:"turn"`
+	// Kind is "status" or "final".
+	Kind string `json:"kind"`
+	Ref  string `json:"ref"`
+}
+
+// ChatRefResponse is empty.
+type ChatRefResponse struct{}
+
+// ForkRequest is the input of UpdateFork: copy this session into a new one.
+type ForkRequest struct {
+	Location Location `json:"location"`
+	Title    string   `json:"title,omitempty"`
+	Backend  string   `json:"backend,omitempty"`
+	User     User     `json:"user"`
+}
+
+// ForkResponse names the new session.
+type ForkResponse struct {
+	WorkflowID string `json:"workflow_id"`
+	AtTurn     int    `json:"at_turn"`
+	Backend    string `json:"backend"`
+}
+
+// ForkSeed is what a fork starts from.
+type ForkSeed struct {
+	Transcript  []agent.Message `json:"transcript"`
+	Snapshot    string          `json:"snapshot,omitempty"`
+	Fingerprint string          `json:"fingerprint,omitempty"`
+}

@@ -1,0 +1,97 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandbot/sandbot/agent"
+	"github.com/sandbot/sandbot/sandbox"
+)
+
+func (s *session) validateFork(ctx workflow.Context, req ForkRequest) error {
+	if err := s.validateAlive(ctx, nil); err != nil {
+		return err
+	}
+	if req.Location.Channel == "" || req.Location.Thread == "" {
+		return fmt.Errorf("fork needs a new chat thread to live in")
+	}
+	if req.Location.ID() == s.id {
+		return fmt.Errorf("a fork needs its own thread; this thread is the source session")
+	}
+	if req.Backend != "" && len(s.st.Settings.Backends) > 0 && !slices.Contains(s.st.Settings.Backends, req.Backend) {
+		return fmt.Errorf("backend %q is not available; available backends: %s", req.Backend, strings.Join(s.st.Settings.Backends, ", "))
+	}
+	return nil
+}
+
+// onFork starts a new session in req.Location from this session's last
+// completed turn: a copy of the conversation up to that turn and a copy of
+// that turn's workspace snapshot under the fork's own key, so the two never
+// see each other's changes. The source keeps running; a turn in progress is
+// not included.
+func (s *session) onFork(ctx workflow.Context, req ForkRequest) (ForkResponse, error) {
+	atTurn := s.st.Turn
+	if s.turnActive {
+		atTurn--
+	}
+	var msgs []agent.Message
+	for _, e := range s.st.Transcript {
+		if e.Turn <= atTurn {
+			msgs = append(msgs, e.Msg)
+		}
+	}
+	snap, fp := s.st.Snapshot, s.st.Fingerprint
+	if s.turnActive && s.execRan {
+		// The running turn may have changed the workspace after the last
+		// snapshot was taken; that snapshot is still the consistent point
+		// because snapshots are only written at turn boundaries.
+		fp = ""
+	}
+	newID := req.Location.ID()
+	backend := req.Backend
+	if backend == "" {
+		backend = s.st.Backend
+	}
+	seed := &ForkSeed{Transcript: msgs, Fingerprint: fp}
+	if snap != "" {
+		to := sandbox.SnapshotKey(newID, 0)
+		err := workflow.ExecuteActivity(housekeepingOptions(ctx, BackendQueue(s.st.Backend)), sandboxActs.CopySnapshot,
+			sandbox.CopySnapshotRequest{From: snap, To: to}).Get(ctx, nil)
+		if err != nil {
+			return ForkResponse{}, fmt.Errorf("copy the workspace snapshot: %s", userError(err))
+		}
+		seed.Snapshot = to
+	}
+	title := req.Title
+	if title == "" {
+		title = s.st.Title
+		if title == "" {
+			title = "session"
+		}
+		title = "fork of " + title
+	}
+	owner := req.User
+	if owner.ID == "" {
+		owner = s.st.Owner
+	}
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            newID,
+		TaskQueue:             TaskQueue,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	})
+	child := workflow.ExecuteChildWorkflow(cctx, Session, SessionInput{
+		Location: req.Location, Owner: owner, Title: title, Backend: backend, Settings: s.st.Settings,
+		Parent: s.id, ForkedAtTurn: atTurn, Seed: seed,
+	})
+	var exec workflow.Execution
+	if err := child.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
+		return ForkResponse{}, fmt.Errorf("start the fork: %s", userError(err))
+	}
+	s.notice("Forked at turn %d into a new session (%s) by %s.", atTurn, title, displayName(owner))
+	return ForkResponse{WorkflowID: exec.ID, AtTurn: atTurn, Backend: backend}, nil
+}

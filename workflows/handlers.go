@@ -1,0 +1,209 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// register installs every query, update and signal handler. It runs before
+// the first activity so no early update is refused.
+func (s *session) register(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryTurnState, func() (TurnState, error) {
+		return s.turnState(), nil
+	}); err != nil {
+		return fmt.Errorf("register %s: %w", QueryTurnState, err)
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryHistory, func(req HistoryRequest) ([]HistoryEntry, error) {
+		h := s.st.Transcript
+		if req.Last > 0 && len(h) > req.Last {
+			h = h[len(h)-req.Last:]
+		}
+		return append([]HistoryEntry(nil), h...), nil
+	}); err != nil {
+		return fmt.Errorf("register %s: %w", QueryHistory, err)
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryInfo, func() (Info, error) {
+		return s.info(ctx), nil
+	}); err != nil {
+		return fmt.Errorf("register %s: %w", QueryInfo, err)
+	}
+
+	updates := []struct {
+		name      string
+		handler   any
+		validator any
+	}{
+		{UpdateSendMessage, s.onMessage, s.validateMessage},
+		{UpdateApprove, s.onApprove, s.validateApprove},
+		{UpdatePause, s.onPause, s.validateAlive},
+		{UpdateResume, s.onResume, s.validateAlive},
+		{UpdateStop, s.onStop, s.validateStop},
+		{UpdateDestroy, s.onDestroy, s.validateDestroy},
+		{UpdateChatRef, s.onChatRef, s.validateChatRef},
+		{UpdateSetBackend, s.onSetBackend, s.validateSetBackend},
+		{UpdateFork, s.onFork, s.validateFork},
+	}
+	for _, u := range updates {
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler, workflow.UpdateHandlerOptions{Validator: u.validator}); err != nil {
+			return fmt.Errorf("register %s: %w", u.name, err)
+		}
+	}
+
+	ch := workflow.GetSignalChannel(ctx, SignalDestroy)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var req DestroyRequest
+			ch.Receive(ctx, &req)
+			s.requestDestroy(req.User)
+		}
+	})
+	return nil
+}
+
+func (s *session) validateAlive(ctx workflow.Context, _ any) error {
+	if s.destroyRequested {
+		return fmt.Errorf("this session has been destroyed")
+	}
+	return nil
+}
+
+func (s *session) validateMessage(ctx workflow.Context, req MessageRequest) error {
+	if err := s.validateAlive(ctx, nil); err != nil {
+		return err
+	}
+	if n := len(req.Text); n > MaxMessageBytes {
+		return fmt.Errorf("message is %d bytes; the limit is %d bytes (64 KiB). Attach large content as a file in the workspace instead", n, MaxMessageBytes)
+	}
+	if strings.TrimSpace(req.Text) == "" {
+		return fmt.Errorf("message is empty; write what you want the agent to do, or /help for commands")
+	}
+	return nil
+}
+
+func (s *session) onMessage(ctx workflow.Context, req MessageRequest) (MessageResponse, error) {
+	if turn, ok := s.st.seenTurn(req.EventID); ok {
+		return MessageResponse{Turn: turn, Duplicate: true}, nil
+	}
+	s.st.Queue = append(s.st.Queue, QueuedMessage{EventID: req.EventID, User: req.User, Text: req.Text, At: workflow.Now(ctx)})
+	// A new message ends a pause: the user wants an answer.
+	s.st.Paused = false
+	s.pauseRequested = false
+	s.touch()
+	return MessageResponse{Turn: s.st.Turn + 1, Queued: s.turnActive}, nil
+}
+
+func (s *session) onPause(ctx workflow.Context, _ PauseRequest) (PauseResponse, error) {
+	if !s.turnActive && len(s.st.Queue) == 0 {
+		s.st.Paused = true
+		s.touch()
+		return PauseResponse{Turn: s.st.Turn}, nil
+	}
+	s.pauseRequested = true
+	err := workflow.Await(ctx, func() bool { return s.st.Paused || s.destroyRequested || !s.pauseRequested && !s.turnActive })
+	return PauseResponse{Turn: s.st.Turn}, err
+}
+
+func (s *session) onResume(ctx workflow.Context, _ ResumeRequest) (PauseResponse, error) {
+	s.st.Paused = false
+	s.pauseRequested = false
+	s.touch()
+	return PauseResponse{Turn: s.st.Turn}, nil
+}
+
+func (s *session) validateStop(ctx workflow.Context, req StopRequest) error {
+	return s.validateAlive(ctx, nil)
+}
+
+func (s *session) onStop(ctx workflow.Context, req StopRequest) (StopResponse, error) {
+	if !s.turnActive {
+		return StopResponse{Stopped: false, Turn: s.st.Turn}, nil
+	}
+	u := req.User
+	s.stopBy = &u
+	turn := s.st.Turn
+	s.cancelTurn()
+	err := workflow.Await(ctx, func() bool { return !s.turnActive || s.st.Turn != turn })
+	return StopResponse{Stopped: true, Turn: turn}, err
+}
+
+func (s *session) validateDestroy(ctx workflow.Context, req DestroyRequest) error {
+	if err := s.validateAlive(ctx, nil); err != nil {
+		return err
+	}
+	if !s.st.mayApprove(req.User) {
+		return fmt.Errorf("%s may not destroy this session: only its owner (%s) and configured approvers may", displayName(req.User), displayName(s.st.Owner))
+	}
+	return nil
+}
+
+func (s *session) onDestroy(ctx workflow.Context, req DestroyRequest) (DestroyResponse, error) {
+	s.requestDestroy(req.User)
+	err := workflow.Await(ctx, func() bool { return s.cleanedUp })
+	return DestroyResponse{Turns: s.st.Turn}, err
+}
+
+func (s *session) requestDestroy(u User) {
+	if s.destroyRequested {
+		return
+	}
+	s.destroyRequested = true
+	s.destroyBy = u
+	if s.turnActive && s.cancelTurn != nil {
+		s.stopBy = &u
+		s.cancelTurn()
+	}
+}
+
+func (s *session) validateChatRef(ctx workflow.Context, req ChatRefRequest) error {
+	if req.Kind != "status" && req.Kind != "final" {
+		return fmt.Errorf("chat ref kind %q is unknown; use \"status\" or \"final\"", req.Kind)
+	}
+	if req.Ref == "" {
+		return fmt.Errorf("chat ref is empty")
+	}
+	if req.Turn != s.st.Last.Turn {
+		return fmt.Errorf("turn %d is not the current turn (%d)", req.Turn, s.st.Last.Turn)
+	}
+	return nil
+}
+
+// onChatRef records a chat message reference. It does not bump Version:
+// the reference is bookkeeping for the bot, not something to re-render.
+func (s *session) onChatRef(ctx workflow.Context, req ChatRefRequest) (ChatRefResponse, error) {
+	switch req.Kind {
+	case "status":
+		s.st.Last.StatusRef = req.Ref
+	case "final":
+		s.st.Last.FinalRef = req.Ref
+	}
+	return ChatRefResponse{}, nil
+}
+
+func (s *session) validateSetBackend(ctx workflow.Context, req SetBackendRequest) error {
+	if err := s.validateAlive(ctx, nil); err != nil {
+		return err
+	}
+	if req.Backend == "" {
+		return fmt.Errorf("backend name is empty; usage: /backend NAME")
+	}
+	if !s.st.mayApprove(req.User) {
+		return fmt.Errorf("%s may not change this session's backend: only its owner (%s) and configured approvers may", displayName(req.User), displayName(s.st.Owner))
+	}
+	if len(s.st.Settings.Backends) > 0 && !slices.Contains(s.st.Settings.Backends, req.Backend) {
+		return fmt.Errorf("backend %q is not available; available backends: %s", req.Backend, strings.Join(s.st.Settings.Backends, ", "))
+	}
+	return nil
+}
+
+func (s *session) onSetBackend(ctx workflow.Context, req SetBackendRequest) (SetBackendResponse, error) {
+	from := s.st.Backend
+	if req.Backend == from && s.st.PendingBackend == "" {
+		return SetBackendResponse{From: from, To: from}, nil
+	}
+	s.st.PendingBackend = req.Backend
+	s.touch()
+	return SetBackendResponse{From: from, To: req.Backend, Deferred: s.turnActive}, nil
+}

@@ -1,0 +1,275 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandbot/sandbot/agent"
+	"github.com/sandbot/sandbot/sandbox"
+)
+
+// session is one run of the session workflow: the durable State plus the
+// transient control fields that only make sense inside this run.
+type session struct {
+	st  State
+	log log.Logger
+	id  string
+
+	// Control (not carried through continue-as-new).
+	turnActive       bool
+	cancelTurn       workflow.CancelFunc
+	stopBy           *User
+	pauseRequested   bool
+	destroyRequested bool
+	destroyBy        User
+	cleanedUp        bool
+	decision         *DecisionRecord
+	ensuredTurn      int
+	execRan          bool
+	turnsThisRun     int
+	lastIndex        *indexed
+}
+
+// Session is the session workflow. It registers its handlers before doing
+// anything else, then loops: wait for messages, run a turn, and continue as
+// new at a turn boundary when history grows large.
+func Session(ctx workflow.Context, in SessionInput) (SessionResult, error) {
+	s := newSession(ctx, in)
+	if err := s.register(ctx); err != nil {
+		return SessionResult{}, err
+	}
+	return s.run(ctx)
+}
+
+func newSession(ctx workflow.Context, in SessionInput) *session {
+	info := workflow.GetInfo(ctx)
+	s := &session{log: workflow.GetLogger(ctx), id: info.WorkflowExecution.ID}
+	if in.State != nil {
+		s.st = *in.State
+		s.st.Runs++
+		s.st.Settings = s.st.Settings.withDefaults()
+		return s
+	}
+	s.st = State{
+		Location:     in.Location,
+		Owner:        in.Owner,
+		Title:        in.Title,
+		Settings:     in.Settings.withDefaults(),
+		Backend:      in.Backend,
+		Parent:       in.Parent,
+		ForkedAtTurn: in.ForkedAtTurn,
+		CreatedAt:    workflow.Now(ctx),
+		Runs:         1,
+	}
+	if s.st.Backend == "" {
+		s.st.Backend = "local"
+	}
+	if in.Seed != nil {
+		for _, m := range in.Seed.Transcript {
+			s.st.appendTranscript(HistoryEntry{Turn: 0, At: s.st.CreatedAt, Msg: m})
+		}
+		s.st.Snapshot = in.Seed.Snapshot
+		s.st.Fingerprint = in.Seed.Fingerprint
+	}
+	s.st.Last = TurnState{Status: StatusIdle, Backend: s.st.Backend}
+	return s
+}
+
+// touch marks a visible change.
+func (s *session) touch() {
+	s.st.Version++
+	s.st.Last.Version = s.st.Version
+}
+
+func (s *session) notice(format string, args ...any) {
+	s.st.Last.Notices = append(s.st.Last.Notices, fmt.Sprintf(format, args...))
+	s.touch()
+}
+
+func (s *session) turnState() TurnState {
+	ts := s.st.Last
+	ts.ToolCalls = append([]ToolCallState(nil), ts.ToolCalls...)
+	ts.Notices = append([]string(nil), ts.Notices...)
+	ts.Version = s.st.Version
+	ts.Backend = s.st.Backend
+	ts.PendingBackend = s.st.PendingBackend
+	ts.Queued = len(s.st.Queue)
+	ts.Paused = s.st.Paused
+	ts.Destroyed = s.cleanedUp
+	return ts
+}
+
+func (s *session) info(ctx workflow.Context) Info {
+	return Info{
+		WorkflowID:   s.id,
+		Location:     s.st.Location,
+		Owner:        s.st.Owner,
+		Title:        s.st.Title,
+		Backend:      s.st.Backend,
+		Turns:        s.st.Turn,
+		Status:       s.st.Last.Status,
+		Parent:       s.st.Parent,
+		ForkedAtTurn: s.st.ForkedAtTurn,
+		CreatedAt:    s.st.CreatedAt,
+		Snapshot:     s.st.Snapshot,
+		Decisions:    append([]DecisionRecord(nil), s.st.Decisions...),
+		Runs:         s.st.Runs,
+	}
+}
+
+func (s *session) run(ctx workflow.Context) (SessionResult, error) {
+	for {
+		s.index(ctx)
+		err := workflow.Await(ctx, func() bool {
+			return s.destroyRequested ||
+				(!s.st.Paused && len(s.st.Queue) > 0) ||
+				(s.pauseRequested && !s.st.Paused) ||
+				s.st.PendingBackend != "" ||
+				s.shouldContinueAsNew(ctx)
+		})
+		if err != nil {
+			return SessionResult{Turns: s.st.Turn}, err
+		}
+		switch {
+		case s.destroyRequested:
+			return s.destroy(ctx)
+		case s.pauseRequested:
+			s.pauseRequested = false
+			s.st.Paused = true
+			s.touch()
+			continue
+		case s.st.PendingBackend != "":
+			s.applyBackend(ctx)
+			continue
+		case s.shouldContinueAsNew(ctx):
+			return s.continueAsNew(ctx)
+		}
+		s.runTurn(ctx)
+	}
+}
+
+// shouldContinueAsNew is checked only between turns.
+func (s *session) shouldContinueAsNew(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	if info.GetContinueAsNewSuggested() {
+		return true
+	}
+	// A run that has not run a turn yet never continues on size alone, so a
+	// tiny limit cannot make runs chase each other without progress.
+	return s.turnsThisRun > 0 && info.GetCurrentHistorySize() > s.st.Settings.HistoryLimitBytes
+}
+
+func (s *session) continueAsNew(ctx workflow.Context) (SessionResult, error) {
+	// Let in-flight update handlers (chat refs, approvals) finish so no
+	// caller loses its answer.
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return SessionResult{Turns: s.st.Turn}, err
+	}
+	st := s.st
+	s.log.Info("continuing as new", "turn", st.Turn, "history_bytes", workflow.GetInfo(ctx).GetCurrentHistorySize())
+	return SessionResult{}, workflow.NewContinueAsNewError(ctx, Session, SessionInput{
+		Location: st.Location, Owner: st.Owner, Backend: st.Backend, Settings: st.Settings, State: &st,
+	})
+}
+
+// applyBackend switches the backend at a turn boundary: the current
+// workspace is snapshotted, the old sandbox removed, and the next turn
+// creates a sandbox on the new backend from that snapshot.
+func (s *session) applyBackend(ctx workflow.Context) {
+	to := s.st.PendingBackend
+	s.st.PendingBackend = ""
+	from := s.st.Backend
+	if to == from {
+		s.touch()
+		return
+	}
+	if s.st.Handle != nil {
+		if err := s.snapshot(ctx, true); err != nil {
+			s.notice("Could not save the workspace before switching to %s: %s. Staying on %s.", to, userError(err), from)
+			return
+		}
+		s.destroySandbox(ctx, false)
+	}
+	s.st.Backend = to
+	s.st.Handle = nil
+	s.st.Suspended = false
+	s.st.Last.Backend = to
+	s.notice("Switched backend from %s to %s; the workspace moves with the session.", from, to)
+}
+
+func (s *session) destroy(ctx workflow.Context) (SessionResult, error) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	s.destroySandbox(dctx, true)
+	s.cleanedUp = true
+	s.st.Last.Status = StatusComplete
+	s.notice("Session destroyed by %s; its sandbox and snapshots were removed.", displayName(s.destroyBy))
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return SessionResult{Turns: s.st.Turn}, err
+	}
+	return SessionResult{Turns: s.st.Turn, Destroyed: true}, nil
+}
+
+// destroySandbox removes the sandbox (and the snapshots when all is true).
+// Failures are logged: an unreachable host must not keep a session alive.
+func (s *session) destroySandbox(ctx workflow.Context, all bool) {
+	req := sandbox.DestroyRequest{SessionID: s.id, Handle: s.st.Handle, DeleteSnapshots: all}
+	queue := BackendQueue(s.st.Backend)
+	if s.st.Handle != nil && s.st.Handle.TaskQueue != "" {
+		queue = s.st.Handle.TaskQueue
+	}
+	err := workflow.ExecuteActivity(housekeepingOptions(ctx, queue), sandboxActs.Destroy, req).Get(ctx, nil)
+	if err != nil && queue != BackendQueue(s.st.Backend) {
+		// The holding host is gone; its sandbox went with it. Snapshots
+		// are shared, so any worker of the backend can delete them.
+		req.Handle = nil
+		err = workflow.ExecuteActivity(housekeepingOptions(ctx, BackendQueue(s.st.Backend)), sandboxActs.Destroy, req).Get(ctx, nil)
+	}
+	if err != nil {
+		s.log.Warn("destroy sandbox failed", "error", err)
+	}
+	s.st.Handle = nil
+	if all {
+		s.st.Snapshot = ""
+		s.st.Fingerprint = ""
+	}
+}
+
+func displayName(u User) string {
+	if u.Name != "" {
+		return u.Name
+	}
+	if u.ID != "" {
+		return u.ID
+	}
+	return "someone"
+}
+
+// userError turns an activity error into words for the chat thread,
+// without Temporal's wrapping noise.
+func userError(err error) string {
+	if err == nil {
+		return ""
+	}
+	var msg string
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		msg = e.Error()
+	}
+	msg = strings.TrimSpace(msg)
+	if msg == "" {
+		msg = err.Error()
+	}
+	return msg
+}
+
+// modelMessages returns the transcript in model form.
+func (s *session) modelMessages() []agent.Message {
+	out := make([]agent.Message, 0, len(s.st.Transcript))
+	for _, e := range s.st.Transcript {
+		out = append(out, e.Msg)
+	}
+	return out
+}

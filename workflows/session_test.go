@@ -1,0 +1,461 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandbot/sandbot/agent"
+	"github.com/sandbot/sandbot/sandbox"
+)
+
+var (
+	owner    = User{ID: "U1", Name: "alice"}
+	intruder = User{ID: "U9", Name: "mallory"}
+	loc      = Location{Platform: "console", Channel: "local", Thread: "t1"}
+)
+
+// script is a recording fake of the model activity: it answers each call
+// with the next step and remembers every request.
+type script struct {
+	mu    sync.Mutex
+	steps []agent.ModelResponse
+	reqs  []agent.ModelRequest
+}
+
+func (s *script) complete(_ context.Context, req agent.ModelRequest) (agent.ModelResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reqs = append(s.reqs, req)
+	if len(s.steps) == 0 {
+		return agent.ModelResponse{Content: "(no more steps)"}, nil
+	}
+	r := s.steps[0]
+	s.steps = s.steps[1:]
+	return r, nil
+}
+
+func (s *script) requests() []agent.ModelRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]agent.ModelRequest(nil), s.reqs...)
+}
+
+func shellCall(id string, cmds ...string) agent.ModelResponse {
+	b, _ := json.Marshal(agent.ShellArgs{Commands: cmds})
+	return agent.ModelResponse{ToolCalls: []agent.ToolCall{{ID: id, Name: agent.ShellToolName, Arguments: string(b)}}}
+}
+
+func final(text string) agent.ModelResponse { return agent.ModelResponse{Content: text} }
+
+// box is a recording fake of the sandbox activities.
+type box struct {
+	mu    sync.Mutex
+	execs [][]string
+}
+
+func (b *box) ensure(_ context.Context, req sandbox.EnsureRequest) (sandbox.EnsureResult, error) {
+	return sandbox.EnsureResult{Handle: sandbox.Handle{Backend: req.Backend, ID: "sb-1", SessionID: req.SessionID, TaskQueue: "host-q"}, Created: req.Handle == nil}, nil
+}
+
+func (b *box) exec(_ context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.execs = append(b.execs, req.Commands)
+	var out sandbox.ExecResult
+	for _, c := range req.Commands {
+		out.Results = append(out.Results, sandbox.CommandResult{Command: c, Result: sandbox.Result{Stdout: "ran " + c + "\n"}})
+	}
+	return out, nil
+}
+
+func (b *box) ran() [][]string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([][]string(nil), b.execs...)
+}
+
+type harness struct {
+	t      *testing.T
+	env    *testsuite.TestWorkflowEnvironment
+	model  *script
+	box    *box
+	snaps  int
+	mu     sync.Mutex
+	rejects []string
+}
+
+func newHarness(t *testing.T, steps ...agent.ModelResponse) *harness {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	h := &harness{t: t, env: env, model: &script{steps: steps}, box: &box{}}
+	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: WorkflowName})
+	env.RegisterActivity(modelActs.Complete)
+	env.RegisterActivity(sandboxActs.Ensure)
+	env.RegisterActivity(sandboxActs.Exec)
+	env.RegisterActivity(sandboxActs.Snapshot)
+	env.RegisterActivity(sandboxActs.Destroy)
+	env.RegisterActivity(sandboxActs.CopySnapshot)
+	env.OnActivity(modelActs.Complete, mock.Anything, mock.Anything).Return(h.model.complete)
+	env.OnActivity(sandboxActs.Ensure, mock.Anything, mock.Anything).Return(h.box.ensure)
+	env.OnActivity(sandboxActs.Exec, mock.Anything, mock.Anything).Return(h.box.exec)
+	env.OnActivity(sandboxActs.Snapshot, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req sandbox.SnapshotRequest) (sandbox.SnapshotResult, error) {
+			h.mu.Lock()
+			h.snaps++
+			h.mu.Unlock()
+			return sandbox.SnapshotResult{Written: true, Key: req.Key, Fingerprint: "fp"}, nil
+		})
+	env.OnActivity(sandboxActs.Destroy, mock.Anything, mock.Anything).Return(nil)
+	return h
+}
+
+func (h *harness) input(mode ApprovalMode) SessionInput {
+	return SessionInput{Location: loc, Owner: owner, Backend: "local", Settings: Settings{ApprovalMode: mode, ApprovalTimeout: 10 * time.Minute}}
+}
+
+// update sends an update and records a rejection's message.
+func (h *harness) update(name string, arg any, done func(any, error)) {
+	h.env.UpdateWorkflow(name, "", &testsuite.TestUpdateCallback{
+		OnAccept: func() {},
+		OnReject: func(err error) {
+			h.mu.Lock()
+			h.rejects = append(h.rejects, err.Error())
+			h.mu.Unlock()
+			if done != nil {
+				done(nil, err)
+			}
+		},
+		OnComplete: func(v any, err error) {
+			if done != nil {
+				done(v, err)
+			}
+		},
+	}, arg)
+}
+
+func (h *harness) send(eventID, text string) {
+	h.update(UpdateSendMessage, MessageRequest{EventID: eventID, User: owner, Text: text}, nil)
+}
+
+func (h *harness) state() TurnState {
+	h.t.Helper()
+	v, err := h.env.QueryWorkflow(QueryTurnState)
+	if err != nil {
+		h.t.Fatalf("query turn_state: %v", err)
+	}
+	var ts TurnState
+	if err := v.Get(&ts); err != nil {
+		h.t.Fatal(err)
+	}
+	return ts
+}
+
+func (h *harness) at(d time.Duration, f func()) { h.env.RegisterDelayedCallback(f, d) }
+
+func (h *harness) destroyAt(d time.Duration) {
+	h.at(d, func() { h.env.SignalWorkflow(SignalDestroy, DestroyRequest{User: owner}) })
+}
+
+func (h *harness) run(in SessionInput) {
+	h.t.Helper()
+	h.env.ExecuteWorkflow(WorkflowName, in)
+	if !h.env.IsWorkflowCompleted() {
+		h.t.Fatal("workflow did not complete")
+	}
+	if err := h.env.GetWorkflowError(); err != nil {
+		h.t.Fatalf("workflow error: %v", err)
+	}
+}
+
+func TestTurnWithApproval(t *testing.T) {
+	h := newHarness(t, shellCall("c1", "ls"), shellCall("c2", "rm -rf build"), final("All done."))
+	h.at(0, func() { h.send("e1", "clean the build") })
+	var seen TurnState
+	h.at(time.Second, func() {
+		seen = h.state()
+		// An outsider cannot approve; nothing changes.
+		h.update(UpdateApprove, ApproveRequest{CallID: "c2", Decision: DecisionApprove, User: intruder}, nil)
+		h.update(UpdateApprove, ApproveRequest{CallID: "nope", Decision: DecisionApprove, User: owner}, nil)
+		h.update(UpdateApprove, ApproveRequest{CallID: "c2", Decision: DecisionApprove, User: owner}, nil)
+	})
+	var end TurnState
+	h.at(time.Minute, func() { end = h.state() })
+	h.destroyAt(2 * time.Minute)
+	h.run(h.input(ApproveUnlessReadOnly))
+
+	if seen.Status != StatusAwaitingApproval || seen.Pending == nil || seen.Pending.CallID != "c2" || seen.Pending.Command != "rm -rf build" {
+		t.Fatalf("mid-turn state should await approval of c2, got %+v", seen)
+	}
+	if len(seen.ToolCalls) != 2 || seen.ToolCalls[0].Status != CallCompleted || seen.ToolCalls[1].Status != CallAwaitingApproval {
+		t.Fatalf("tool calls mid-turn: %+v", seen.ToolCalls)
+	}
+	if len(h.rejects) != 2 || !strings.Contains(h.rejects[0], "may not approve") || !strings.Contains(h.rejects[1], "unknown or stale") {
+		t.Fatalf("validator rejections: %q", h.rejects)
+	}
+	if end.Status != StatusComplete || end.FinalText != "All done." || end.Turn != 1 {
+		t.Fatalf("final state: %+v", end)
+	}
+	d := end.ToolCalls[1].Decision
+	if d == nil || d.Decision != DecisionApprove || d.User.ID != owner.ID || d.Command != "rm -rf build" {
+		t.Fatalf("decision not recorded: %+v", d)
+	}
+	if ran := h.box.ran(); len(ran) != 2 || ran[1][0] != "rm -rf build" {
+		t.Fatalf("executed: %v", ran)
+	}
+	if h.snaps == 0 {
+		t.Fatal("a turn that ran commands must snapshot the workspace")
+	}
+}
+
+func TestRejectWithReasonTellsTheModel(t *testing.T) {
+	h := newHarness(t, shellCall("c1", "git push --force"), final("Understood."))
+	h.at(0, func() { h.send("e1", "ship it") })
+	h.at(time.Second, func() {
+		h.update(UpdateApprove, ApproveRequest{CallID: "c1", Decision: DecisionReject, Reason: "never force-push", User: owner}, nil)
+	})
+	var end TurnState
+	h.at(time.Minute, func() { end = h.state() })
+	h.destroyAt(2 * time.Minute)
+	h.run(h.input(ApproveUnlessReadOnly))
+
+	if len(h.box.ran()) != 0 {
+		t.Fatalf("a rejected command ran: %v", h.box.ran())
+	}
+	if end.ToolCalls[0].Status != CallRejected {
+		t.Fatalf("call status %s, want rejected", end.ToolCalls[0].Status)
+	}
+	reqs := h.model.requests()
+	last := reqs[len(reqs)-1].Messages
+	tool := last[len(last)-1]
+	if tool.Role != agent.RoleTool || !strings.Contains(tool.Content, "rejected") || !strings.Contains(tool.Content, "never force-push") {
+		t.Fatalf("model was not told the reason: %+v", tool)
+	}
+}
+
+func TestApprovalExpires(t *testing.T) {
+	h := newHarness(t, shellCall("c1", "make deploy"), final("Ok, not deploying."))
+	h.at(0, func() { h.send("e1", "deploy") })
+	var end TurnState
+	var lateErr error
+	h.at(11*time.Minute, func() {
+		end = h.state()
+		h.update(UpdateApprove, ApproveRequest{CallID: "c1", Decision: DecisionApprove, User: owner}, func(_ any, err error) { lateErr = err })
+	})
+	h.destroyAt(12 * time.Minute)
+	h.run(h.input(ApproveAlways))
+
+	if len(h.box.ran()) != 0 {
+		t.Fatal("an expired approval must not run the command")
+	}
+	c := end.ToolCalls[0]
+	if c.Status != CallRejected || c.Decision == nil || !c.Decision.Expired {
+		t.Fatalf("expiry not visible in turn_state: %+v", c)
+	}
+	if !strings.Contains(strings.Join(end.Notices, "\n"), "expired") {
+		t.Fatalf("no expiry notice: %q", end.Notices)
+	}
+	if lateErr == nil || !strings.Contains(lateErr.Error(), "expired") {
+		t.Fatalf("a late click must be refused as expired, got %v", lateErr)
+	}
+}
+
+func TestDuplicateEventStartsOneTurn(t *testing.T) {
+	h := newHarness(t, final("hi"), final("again"))
+	var first, second MessageResponse
+	h.at(0, func() {
+		h.update(UpdateSendMessage, MessageRequest{EventID: "ev-1", User: owner, Text: "hello"}, func(v any, _ error) { first = v.(MessageResponse) })
+	})
+	h.at(time.Second, func() {
+		h.update(UpdateSendMessage, MessageRequest{EventID: "ev-1", User: owner, Text: "hello"}, func(v any, _ error) { second = v.(MessageResponse) })
+	})
+	var end TurnState
+	h.at(time.Minute, func() { end = h.state() })
+	h.destroyAt(2 * time.Minute)
+	h.run(h.input(ApproveNever))
+
+	if first.Turn != 1 || first.Duplicate || !second.Duplicate || second.Turn != 1 {
+		t.Fatalf("responses: %+v %+v", first, second)
+	}
+	if end.Turn != 1 || len(h.model.requests()) != 1 {
+		t.Fatalf("redelivery started another turn: turn %d, model calls %d", end.Turn, len(h.model.requests()))
+	}
+}
+
+func TestMessagesDuringATurnAreBatched(t *testing.T) {
+	h := newHarness(t, shellCall("c1", "make test"), final("first"), final("second"))
+	h.at(0, func() { h.send("e1", "run the tests") })
+	h.at(time.Second, func() {
+		// The turn waits for approval; two more messages arrive.
+		h.send("e2", "also lint")
+		h.send("e3", "and format")
+		h.update(UpdateApprove, ApproveRequest{CallID: "c1", Decision: DecisionApprove, User: owner}, nil)
+	})
+	var end TurnState
+	h.at(time.Minute, func() { end = h.state() })
+	h.destroyAt(2 * time.Minute)
+	h.run(h.input(ApproveUnlessReadOnly))
+
+	if end.Turn != 2 || end.FinalText != "second" {
+		t.Fatalf("want the two queued messages answered by turn 2, got turn %d %q", end.Turn, end.FinalText)
+	}
+	reqs := h.model.requests()
+	msgs := reqs[len(reqs)-1].Messages
+	var users []string
+	for _, m := range msgs {
+		if m.Role == agent.RoleUser {
+			users = append(users, m.Content)
+		}
+	}
+	if len(users) != 3 || !strings.Contains(users[1], "also lint") || !strings.Contains(users[2], "and format") {
+		t.Fatalf("batched user messages: %q", users)
+	}
+}
+
+func TestBadInputIsRejectedWithReasons(t *testing.T) {
+	h := newHarness(t)
+	h.at(0, func() {
+		h.send("e1", "   ")
+		h.send("e2", strings.Repeat("x", MaxMessageBytes+1))
+		h.update(UpdateApprove, ApproveRequest{CallID: "c1", Decision: "maybe", User: owner}, nil)
+	})
+	h.destroyAt(time.Minute)
+	h.run(h.input(ApproveNever))
+	want := []string{"message is empty", "the limit is 65536 bytes", `decision "maybe" is unknown`}
+	if len(h.rejects) != len(want) {
+		t.Fatalf("rejections %q", h.rejects)
+	}
+	for i, w := range want {
+		if !strings.Contains(h.rejects[i], w) {
+			t.Errorf("rejection %d = %q, want it to contain %q", i, h.rejects[i], w)
+		}
+	}
+	if len(h.model.requests()) != 0 {
+		t.Fatal("bad input must not start a turn")
+	}
+}
+
+func TestInvalidArgumentsAndUnknownToolDoNotEndTheTurn(t *testing.T) {
+	bad := agent.ModelResponse{ToolCalls: []agent.ToolCall{
+		{ID: "c1", Name: agent.ShellToolName, Arguments: "{not json"},
+		{ID: "c2", Name: "browser", Arguments: "{}"},
+	}}
+	h := newHarness(t, bad, final("recovered"))
+	h.at(0, func() { h.send("e1", "go") })
+	var end TurnState
+	h.at(time.Minute, func() { end = h.state() })
+	h.destroyAt(2 * time.Minute)
+	h.run(h.input(ApproveNever))
+	if end.Status != StatusComplete || end.FinalText != "recovered" {
+		t.Fatalf("turn should go on: %+v", end)
+	}
+	msgs := h.model.requests()[1].Messages
+	tail := msgs[len(msgs)-2:]
+	if !strings.Contains(tail[0].Content, "invalid arguments") || !strings.Contains(tail[1].Content, `unknown tool "browser"`) {
+		t.Fatalf("model was not told: %+v", tail)
+	}
+}
+
+func TestStopWhileAwaitingApproval(t *testing.T) {
+	h := newHarness(t, shellCall("c1", "rm -rf /tmp/x"), final("next turn"))
+	h.at(0, func() { h.send("e1", "go") })
+	var stop StopResponse
+	h.at(time.Second, func() {
+		h.update(UpdateStop, StopRequest{User: owner}, func(v any, err error) {
+			if err == nil {
+				stop = v.(StopResponse)
+			}
+		})
+	})
+	var end TurnState
+	h.at(time.Minute, func() { end = h.state() })
+	h.destroyAt(2 * time.Minute)
+	h.run(h.input(ApproveAlways))
+	if !stop.Stopped || !end.Stopped || end.Status != StatusComplete {
+		t.Fatalf("stop: %+v state %+v", stop, end)
+	}
+	if len(h.box.ran()) != 0 {
+		t.Fatal("stopped command ran")
+	}
+}
+
+func TestToolCallCap(t *testing.T) {
+	steps := []agent.ModelResponse{}
+	for i := 0; i < 4; i++ {
+		steps = append(steps, shellCall("c"+string(rune('a'+i)), "ls"))
+	}
+	steps = append(steps, final("summary"))
+	h := newHarness(t, steps...)
+	in := h.input(ApproveNever)
+	in.Settings.MaxToolCalls = 2
+	h.at(0, func() { h.send("e1", "loop") })
+	var end TurnState
+	h.at(time.Minute, func() { end = h.state() })
+	h.destroyAt(2 * time.Minute)
+	h.run(in)
+	if n := len(h.box.ran()); n != 2 {
+		t.Fatalf("ran %d calls, cap is 2", n)
+	}
+	reqs := h.model.requests()
+	if !reqs[len(reqs)-1].DisableTools {
+		t.Fatal("after the cap the model must be asked without tools")
+	}
+	if end.FinalText == "" {
+		t.Fatalf("turn should end with the wrap-up answer: %+v", end)
+	}
+}
+
+func TestDestroyRemovesSandboxAndSnapshots(t *testing.T) {
+	h := newHarness(t, shellCall("c1", "touch f"), final("ok"))
+	var destroyed []sandbox.DestroyRequest
+	h.env.OnActivity(sandboxActs.Destroy, mock.Anything, mock.Anything).Return(func(_ context.Context, r sandbox.DestroyRequest) error {
+		destroyed = append(destroyed, r)
+		return nil
+	})
+	h.at(0, func() { h.send("e1", "go") })
+	h.at(time.Minute, func() {
+		h.update(UpdateDestroy, DestroyRequest{User: intruder}, nil)
+		h.update(UpdateDestroy, DestroyRequest{User: owner}, nil)
+	})
+	h.run(h.input(ApproveNever))
+	var res SessionResult
+	if err := h.env.GetWorkflowResult(&res); err != nil || !res.Destroyed {
+		t.Fatalf("result %+v %v", res, err)
+	}
+	if len(h.rejects) != 1 || !strings.Contains(h.rejects[0], "may not destroy") {
+		t.Fatalf("outsider destroy: %q", h.rejects)
+	}
+	if len(destroyed) != 1 || destroyed[0].Handle == nil || !destroyed[0].DeleteSnapshots {
+		t.Fatalf("destroy activity: %+v", destroyed)
+	}
+}
+
+func TestContinueAsNewCarriesState(t *testing.T) {
+	h := newHarness(t, final("one"))
+	in := h.input(ApproveNever)
+	in.Settings.HistoryLimitBytes = 1 // every boundary qualifies
+	h.at(0, func() { h.send("e1", "hello") })
+	h.env.ExecuteWorkflow(WorkflowName, in)
+	err := h.env.GetWorkflowError()
+	var can *workflow.ContinueAsNewError
+	if !errors.As(err, &can) {
+		t.Fatalf("want continue-as-new, got %v", err)
+	}
+	var next SessionInput
+	if err := h.env.GetDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	st := next.State
+	if st == nil || st.Turn != 1 || len(st.Transcript) != 2 || st.Last.FinalText != "one" || len(st.Seen) != 1 || st.Owner.ID != owner.ID {
+		t.Fatalf("state not carried: %+v", st)
+	}
+}

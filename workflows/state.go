@@ -1,0 +1,242 @@
+package workflows
+
+import (
+	"time"
+
+	"github.com/sandbot/sandbot/agent"
+	"github.com/sandbot/sandbot/sandbox"
+)
+
+// State is everything a session carries through continue-as-new. It must
+// stay well under Temporal's payload limits: the transcript is capped by
+// Settings.TranscriptLimitBytes and every tool result in it by
+// agent.MaxToolResultBytes.
+type State struct {
+	Location     Location  `json:"location"`
+	Owner        User      `json:"owner"`
+	Title        string    `json:"title,omitempty"`
+	Settings     Settings  `json:"settings"`
+	Backend      string    `json:"backend"`
+	Parent       string    `json:"parent,omitempty"`
+	ForkedAtTurn int       `json:"forked_at_turn,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+
+	// Turn is the number of the last turn started.
+	Turn int `json:"turn"`
+	// Version increases on every visible change (see TurnState.Version).
+	Version int64 `json:"version"`
+	// Runs counts workflow runs (continue-as-new generations).
+	Runs int `json:"runs"`
+
+	Transcript []HistoryEntry `json:"transcript,omitempty"`
+	// Queue holds messages waiting for the next turn.
+	Queue []QueuedMessage `json:"queue,omitempty"`
+	// Seen remembers recent event IDs and the turn that took them.
+	Seen []SeenEvent `json:"seen,omitempty"`
+	// AlwaysApproved holds commands approved for the rest of the session.
+	AlwaysApproved []string `json:"always_approved,omitempty"`
+	// Decisions is the recent approval log (capped).
+	Decisions []DecisionRecord `json:"decisions,omitempty"`
+
+	Handle      *sandbox.Handle `json:"handle,omitempty"`
+	Snapshot    string          `json:"snapshot,omitempty"`
+	Fingerprint string          `json:"fingerprint,omitempty"`
+	// PendingBackend is a switch waiting for the next turn boundary.
+	PendingBackend string `json:"pending_backend,omitempty"`
+	Paused         bool   `json:"paused,omitempty"`
+	// Suspended is true when the idle sandbox was suspended.
+	Suspended bool `json:"suspended,omitempty"`
+
+	// Last is the current (or last) turn as the bot sees it.
+	Last TurnState `json:"last"`
+}
+
+// QueuedMessage is a message waiting for a turn.
+type QueuedMessage struct {
+	EventID string    `json:"event_id"`
+	User    User      `json:"user"`
+	Text    string    `json:"text"`
+	At      time.Time `json:"at"`
+}
+
+// SeenEvent maps a processed event ID to its turn.
+type SeenEvent struct {
+	EventID string `json:"event_id"`
+	Turn    int    `json:"turn"`
+}
+
+// Limits on what State keeps.
+const (
+	maxSeen      = 512
+	maxDecisions = 200
+)
+
+// Defaults for zero Settings fields.
+const (
+	DefaultApprovalTimeout      = 30 * time.Minute
+	DefaultMaxToolCalls         = 50
+	DefaultCommandTimeout       = 2 * time.Minute
+	DefaultMaxCommandTimeout    = 30 * time.Minute
+	DefaultHistoryLimitBytes    = 20 << 20
+	DefaultTranscriptLimitBytes = 1 << 20
+	DefaultContextBytes         = 256 << 10
+	DefaultExecHeartbeat        = 30 * time.Second
+	DefaultModelTimeout         = 5 * time.Minute
+	DefaultModelAttempts        = 6
+)
+
+// withDefaults fills zero settings with documented defaults.
+func (s Settings) withDefaults() Settings {
+	if s.ApprovalMode == "" {
+		s.ApprovalMode = ApproveUnlessReadOnly
+	}
+	if s.ApprovalTimeout <= 0 {
+		s.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if s.MaxToolCalls <= 0 {
+		s.MaxToolCalls = DefaultMaxToolCalls
+	}
+	if s.CommandTimeout <= 0 {
+		s.CommandTimeout = DefaultCommandTimeout
+	}
+	if s.MaxCommandTimeout <= 0 {
+		s.MaxCommandTimeout = DefaultMaxCommandTimeout
+	}
+	if s.CommandTimeout > s.MaxCommandTimeout {
+		s.CommandTimeout = s.MaxCommandTimeout
+	}
+	if s.HistoryLimitBytes <= 0 {
+		s.HistoryLimitBytes = DefaultHistoryLimitBytes
+	}
+	if s.TranscriptLimitBytes <= 0 {
+		s.TranscriptLimitBytes = DefaultTranscriptLimitBytes
+	}
+	if s.ContextBytes <= 0 {
+		s.ContextBytes = DefaultContextBytes
+	}
+	if s.ExecHeartbeat <= 0 {
+		s.ExecHeartbeat = DefaultExecHeartbeat
+	}
+	if s.ModelTimeout <= 0 {
+		s.ModelTimeout = DefaultModelTimeout
+	}
+	if s.ModelAttempts <= 0 {
+		s.ModelAttempts = DefaultModelAttempts
+	}
+	return s
+}
+
+func (st *State) seenTurn(eventID string) (int, bool) {
+	if eventID == "" {
+		return 0, false
+	}
+	for _, s := range st.Seen {
+		if s.EventID == eventID {
+			return s.Turn, true
+		}
+	}
+	for _, q := range st.Queue {
+		if q.EventID == eventID {
+			return st.Turn + 1, true
+		}
+	}
+	return 0, false
+}
+
+func (st *State) remember(eventID string, turn int) {
+	if eventID == "" {
+		return
+	}
+	st.Seen = append(st.Seen, SeenEvent{EventID: eventID, Turn: turn})
+	if len(st.Seen) > maxSeen {
+		st.Seen = append([]SeenEvent(nil), st.Seen[len(st.Seen)-maxSeen:]...)
+	}
+}
+
+func (st *State) recordDecision(d DecisionRecord) {
+	st.Decisions = append(st.Decisions, d)
+	if len(st.Decisions) > maxDecisions {
+		st.Decisions = append([]DecisionRecord(nil), st.Decisions[len(st.Decisions)-maxDecisions:]...)
+	}
+}
+
+// appendTranscript adds an entry and trims the oldest entries past the
+// transcript limit, never leaving a tool result without its call.
+func (st *State) appendTranscript(e HistoryEntry) {
+	st.Transcript = append(st.Transcript, e)
+	limit := st.Settings.TranscriptLimitBytes
+	total := 0
+	for _, t := range st.Transcript {
+		total += entrySize(t)
+	}
+	drop := 0
+	for total > limit && drop < len(st.Transcript)-1 {
+		total -= entrySize(st.Transcript[drop])
+		drop++
+	}
+	// Do not start on an orphaned tool result.
+	for drop < len(st.Transcript)-1 && st.Transcript[drop].Msg.Role == agent.RoleTool {
+		drop++
+	}
+	if drop > 0 {
+		st.Transcript = append([]HistoryEntry(nil), st.Transcript[drop:]...)
+	}
+}
+
+func entrySize(e HistoryEntry) int {
+	n := len(e.Msg.Content) + len(e.Msg.User) + 32
+	for _, c := range e.Msg.ToolCalls {
+		n += len(c.Arguments) + len(c.ID) + len(c.Name)
+	}
+	return n
+}
+
+func (st *State) alwaysApproved(commands []string) bool {
+	if len(commands) == 0 {
+		return false
+	}
+	for _, c := range commands {
+		found := false
+		for _, a := range st.AlwaysApproved {
+			if a == c {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func (st *State) addAlwaysApproved(commands []string) {
+	for _, c := range commands {
+		if !st.alwaysApproved([]string{c}) {
+			st.AlwaysApproved = append(st.AlwaysApproved, c)
+		}
+	}
+}
+
+// mayApprove reports whether u may decide approvals in this session.
+func (st *State) mayApprove(u User) bool {
+	if u.ID == "" {
+		return false
+	}
+	if u.ID == st.Owner.ID {
+		return true
+	}
+	for _, a := range st.Settings.Approvers {
+		if a == u.ID {
+			return true
+		}
+	}
+	for _, r := range u.Roles {
+		for _, ar := range st.Settings.ApproverRoles {
+			if r == ar {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,390 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandbot/sandbot/agent"
+	"github.com/sandbot/sandbot/sandbox"
+)
+
+// errStopped marks a turn ended by /stop or destroy.
+var errStopped = errors.New("turn stopped")
+
+// runTurn takes every queued message as one turn and runs the agent loop
+// until the model answers, the turn fails, or a user stops it.
+func (s *session) runTurn(ctx workflow.Context) {
+	batch := s.st.Queue
+	s.st.Queue = nil
+	s.st.Turn++
+	now := workflow.Now(ctx)
+	s.st.Last = TurnState{Turn: s.st.Turn, Status: StatusThinking, Backend: s.st.Backend, StartedAt: now}
+	multi := len(batch) > 1
+	for _, m := range batch {
+		s.st.remember(m.EventID, s.st.Turn)
+		content := m.Text
+		if multi || (m.User.ID != "" && m.User.ID != s.st.Owner.ID) {
+			content = displayName(m.User) + ": " + m.Text
+		}
+		s.st.appendTranscript(HistoryEntry{Turn: s.st.Turn, At: m.At, Msg: agent.Message{Role: agent.RoleUser, Content: content, User: displayName(m.User)}})
+	}
+	if multi {
+		s.st.Last.Notices = append(s.st.Last.Notices, fmt.Sprintf("%d messages were taken together in this turn.", len(batch)))
+	}
+	s.turnActive = true
+	s.turnsThisRun++
+	s.stopBy = nil
+	s.execRan = false
+	tctx, cancel := workflow.WithCancel(ctx)
+	s.cancelTurn = cancel
+	s.touch()
+	s.index(ctx)
+
+	final, err := s.agentLoop(tctx)
+
+	s.turnActive = false
+	s.cancelTurn = nil
+	cancel()
+	s.st.Last.Pending = nil
+	// Save the workspace even after a stop: the commands that did run
+	// changed it.
+	if s.execRan {
+		sctx, _ := workflow.NewDisconnectedContext(ctx)
+		if serr := s.snapshot(sctx, false); serr != nil {
+			s.st.Last.Notices = append(s.st.Last.Notices, "The workspace snapshot failed: "+userError(serr)+". The sandbox itself still has the changes.")
+		}
+	}
+	s.st.Last.EndedAt = workflow.Now(ctx)
+	switch {
+	case err == nil:
+		s.st.Last.Status = StatusComplete
+		s.st.Last.FinalText = final
+	case errors.Is(err, errStopped) || temporal.IsCanceledError(err) || ctx.Err() == nil && tctx.Err() != nil:
+		by := "someone"
+		if s.stopBy != nil {
+			by = displayName(*s.stopBy)
+		}
+		s.st.Last.Status = StatusComplete
+		s.st.Last.Stopped = true
+		s.st.Last.FinalText = fmt.Sprintf("Stopped by %s.", by)
+		s.st.appendTranscript(HistoryEntry{Turn: s.st.Turn, At: s.st.Last.EndedAt, Msg: agent.Message{
+			Role: agent.RoleUser, Content: fmt.Sprintf("[%s interrupted this turn before it finished. Commands that had not run were not run.]", by),
+		}})
+	default:
+		s.st.Last.Status = StatusFailed
+		s.st.Last.Error = userError(err)
+		s.log.Warn("turn failed", "turn", s.st.Turn, "error", err)
+	}
+	s.touch()
+}
+
+// agentLoop is model → tools → model until the model answers.
+func (s *session) agentLoop(ctx workflow.Context) (string, error) {
+	calls := 0
+	limitHit := false
+	for {
+		req := agent.ModelRequest{Messages: agent.Budget(s.modelMessages(), s.st.Settings.ContextBytes), DisableTools: limitHit}
+		var resp agent.ModelResponse
+		if err := workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.Complete, req).Get(ctx, &resp); err != nil {
+			if ctx.Err() != nil {
+				return "", errStopped
+			}
+			return "", fmt.Errorf("model call failed: %w", err)
+		}
+		if limitHit {
+			resp.ToolCalls = nil
+		}
+		s.st.appendTranscript(HistoryEntry{Turn: s.st.Turn, At: workflow.Now(ctx), Msg: agent.Message{
+			Role: agent.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls,
+		}})
+		if len(resp.ToolCalls) == 0 {
+			return resp.Content, nil
+		}
+		for i, tc := range resp.ToolCalls {
+			if ctx.Err() != nil {
+				s.skipCalls(ctx, resp.ToolCalls[i:], "not run: the turn was stopped by the user")
+				return "", errStopped
+			}
+			calls++
+			if calls > s.st.Settings.MaxToolCalls {
+				limitHit = true
+				s.failCall(ctx, tc, fmt.Sprintf("not run: this turn reached its limit of %d tool calls. Summarize what you did and what is left; the user can ask you to continue.", s.st.Settings.MaxToolCalls))
+				continue
+			}
+			if err := s.toolCall(ctx, tc); err != nil {
+				s.skipCalls(ctx, resp.ToolCalls[i+1:], "not run: the turn was stopped by the user")
+				return "", err
+			}
+		}
+		if limitHit {
+			s.notice("This turn reached its limit of %d tool calls; asking the model to wrap up.", s.st.Settings.MaxToolCalls)
+		}
+	}
+}
+
+// toolResult appends the tool message the model sees for a call.
+func (s *session) toolResult(ctx workflow.Context, callID, content string) {
+	s.st.appendTranscript(HistoryEntry{Turn: s.st.Turn, At: workflow.Now(ctx), Msg: agent.Message{
+		Role: agent.RoleTool, ToolCallID: callID, Name: agent.ShellToolName,
+		Content: agent.CapToolResult(content, agent.MaxToolResultBytes),
+	}})
+}
+
+func (s *session) callIndex(callID string) int {
+	for i := range s.st.Last.ToolCalls {
+		if s.st.Last.ToolCalls[i].CallID == callID {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *session) call(callID string) *ToolCallState {
+	if i := s.callIndex(callID); i >= 0 {
+		return &s.st.Last.ToolCalls[i]
+	}
+	return nil
+}
+
+func (s *session) addCall(tc agent.ToolCall) *ToolCallState {
+	if c := s.call(tc.ID); c != nil {
+		return c
+	}
+	s.st.Last.ToolCalls = append(s.st.Last.ToolCalls, ToolCallState{CallID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, Status: CallPending})
+	s.touch()
+	return &s.st.Last.ToolCalls[len(s.st.Last.ToolCalls)-1]
+}
+
+func (s *session) failCall(ctx workflow.Context, tc agent.ToolCall, why string) {
+	c := s.addCall(tc)
+	c.Status = CallFailed
+	c.Error = why
+	c.EndedAt = workflow.Now(ctx)
+	s.touch()
+	s.toolResult(ctx, tc.ID, why)
+}
+
+func (s *session) skipCalls(ctx workflow.Context, calls []agent.ToolCall, why string) {
+	for _, tc := range calls {
+		c := s.addCall(tc)
+		if c.Status == CallPending || c.Status == CallAwaitingApproval || c.Status == CallRunning {
+			c.Status = CallFailed
+			c.Error = why
+			c.EndedAt = workflow.Now(ctx)
+		}
+		s.toolResult(ctx, tc.ID, why)
+	}
+	s.touch()
+}
+
+// toolCall runs one tool call: validate, maybe ask for approval, execute.
+// It returns an error only when the turn must end (stop or destroy).
+func (s *session) toolCall(ctx workflow.Context, tc agent.ToolCall) error {
+	c := s.addCall(tc)
+	if tc.Name != agent.ShellToolName {
+		s.failCall(ctx, tc, fmt.Sprintf("unknown tool %q; the only tool is %q", tc.Name, agent.ShellToolName))
+		return nil
+	}
+	args, err := agent.ParseShellArgs(tc.Arguments)
+	if err != nil {
+		s.failCall(ctx, tc, err.Error())
+		return nil
+	}
+	c = s.call(tc.ID)
+	c.Commands = args.Commands
+	s.touch()
+
+	timeout := s.st.Settings.CommandTimeout
+	if args.TimeoutMs > 0 {
+		timeout = time.Duration(args.TimeoutMs) * time.Millisecond
+		if timeout > s.st.Settings.MaxCommandTimeout {
+			timeout = s.st.Settings.MaxCommandTimeout
+		}
+	}
+
+	if agent.NeedsApproval(string(s.st.Settings.ApprovalMode), args.Commands) {
+		d, err := s.approval(ctx, tc.ID, args.Commands)
+		if err != nil {
+			return errStopped
+		}
+		if d.Decision == DecisionReject {
+			c = s.call(tc.ID)
+			c.Status = CallRejected
+			c.EndedAt = workflow.Now(ctx)
+			s.touch()
+			s.toolResult(ctx, tc.ID, rejectionText(d))
+			return nil
+		}
+	}
+	return s.exec(ctx, tc.ID, args.Commands, timeout)
+}
+
+func rejectionText(d DecisionRecord) string {
+	if d.Expired {
+		return "The command was not run: nobody approved it before the approval request expired. Do not retry it unless the user asks."
+	}
+	msg := fmt.Sprintf("The command was not run: %s rejected it.", displayName(d.User))
+	if d.Reason != "" {
+		msg += " Reason: " + d.Reason
+	}
+	return msg + " Adjust your approach accordingly."
+}
+
+// exec runs the commands of one call in the sandbox.
+func (s *session) exec(ctx workflow.Context, callID string, commands []string, timeout time.Duration) error {
+	handle, err := s.ensureSandbox(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return errStopped
+		}
+		msg := fmt.Sprintf("sandbox unavailable on backend %q: %s", s.st.Backend, userError(err))
+		s.notice("%s. Use /backend to move the session to another backend.", msg)
+		s.failCall(ctx, agent.ToolCall{ID: callID}, "not run: "+msg)
+		return nil
+	}
+	c := s.call(callID)
+	c.Status = CallRunning
+	c.StartedAt = workflow.Now(ctx)
+	s.touch()
+	s.execRan = true
+
+	req := sandbox.ExecRequest{Handle: handle, CallID: callID, Commands: commands, Timeout: timeout, OutputCap: agent.MaxToolResultBytes}
+	var res sandbox.ExecResult
+	err = workflow.ExecuteActivity(execOptions(ctx, req, s.st.Settings.ExecHeartbeat), sandboxActs.Exec, req).Get(ctx, &res)
+	var te *temporal.TimeoutError
+	if err != nil && errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+		// The worker holding the sandbox never picked the command up, so it
+		// did not run: restore elsewhere and run it there.
+		s.st.Handle = nil
+		s.ensuredTurn = 0
+		if handle, err = s.ensureSandbox(ctx); err == nil {
+			req.Handle = handle
+			err = workflow.ExecuteActivity(execOptions(ctx, req, s.st.Settings.ExecHeartbeat), sandboxActs.Exec, req).Get(ctx, &res)
+		}
+	}
+	c = s.call(callID)
+	c.EndedAt = workflow.Now(ctx)
+	c.Duration = c.EndedAt.Sub(c.StartedAt)
+	if err != nil {
+		if ctx.Err() != nil {
+			c.Status = CallFailed
+			c.Error = "stopped by the user while running"
+			s.touch()
+			s.toolResult(ctx, callID, "interrupted: the user stopped the turn while this command was running; it was killed.")
+			return errStopped
+		}
+		c.Status = CallFailed
+		if errors.As(err, &te) {
+			c.Error = "interrupted: the worker running this command stopped responding; the command was not re-run"
+			s.notice("A worker stopped while running `%s`; it was not re-run.", oneLine(strings.Join(commands, "; ")))
+			s.toolResult(ctx, callID, "interrupted: the worker running these commands died mid-command. The commands were NOT re-run; their effects are unknown. Inspect the workspace before retrying.")
+		} else {
+			c.Error = "sandbox error: " + userError(err)
+			s.toolResult(ctx, callID, c.Error)
+		}
+		s.touch()
+		return nil
+	}
+	c.Status = CallCompleted
+	code := 0
+	for _, r := range res.Results {
+		if r.ExitCode != 0 || r.Interrupted {
+			code = r.ExitCode
+			if r.Interrupted && code == 0 {
+				code = -1
+			}
+		}
+	}
+	c.ExitCode = &code
+	c.Output = tail(agent.FormatShellResult(res.Results), MaxCallOutput)
+	s.touch()
+	s.toolResult(ctx, callID, agent.FormatShellResult(res.Results))
+	return nil
+}
+
+// ensureSandbox returns a live sandbox for this turn, creating or restoring
+// it on first use.
+func (s *session) ensureSandbox(ctx workflow.Context) (sandbox.Handle, error) {
+	if s.st.Handle != nil && s.ensuredTurn == s.st.Turn {
+		return *s.st.Handle, nil
+	}
+	req := sandbox.EnsureRequest{
+		SessionID: s.id, Backend: s.st.Backend, Handle: s.st.Handle, Snapshot: s.st.Snapshot,
+		Labels: map[string]string{"sandbot.platform": s.st.Location.Platform},
+	}
+	var res sandbox.EnsureResult
+	var err error
+	if s.st.Handle != nil && s.st.Handle.TaskQueue != "" && s.st.Handle.Backend == s.st.Backend {
+		err = workflow.ExecuteActivity(ensureOptions(ctx, s.st.Handle.TaskQueue, true), sandboxActs.Ensure, req).Get(ctx, &res)
+		var te *temporal.TimeoutError
+		if err != nil && errors.As(err, &te) && ctx.Err() == nil {
+			s.notice("The worker holding this session's sandbox is unreachable; restoring the workspace elsewhere.")
+			req.Handle = nil
+			err = workflow.ExecuteActivity(ensureOptions(ctx, BackendQueue(s.st.Backend), false), sandboxActs.Ensure, req).Get(ctx, &res)
+		}
+	} else {
+		if s.st.Handle != nil && s.st.Handle.Backend != s.st.Backend {
+			req.Handle = nil
+		}
+		err = workflow.ExecuteActivity(ensureOptions(ctx, BackendQueue(s.st.Backend), false), sandboxActs.Ensure, req).Get(ctx, &res)
+	}
+	if err != nil {
+		return sandbox.Handle{}, err
+	}
+	h := res.Handle
+	s.st.Handle = &h
+	s.st.Suspended = false
+	s.ensuredTurn = s.st.Turn
+	if res.Notice != "" {
+		s.notice("%s", res.Notice)
+	}
+	return h, nil
+}
+
+// snapshot saves the workspace if it changed since the last snapshot.
+func (s *session) snapshot(ctx workflow.Context, force bool) error {
+	if s.st.Handle == nil {
+		return nil
+	}
+	prev := s.st.Fingerprint
+	if force {
+		prev = ""
+	}
+	req := sandbox.SnapshotRequest{Handle: *s.st.Handle, Key: sandbox.SnapshotKey(s.id, s.st.Turn), PrevFingerprint: prev}
+	var res sandbox.SnapshotResult
+	if err := workflow.ExecuteActivity(housekeepingOptions(ctx, s.st.Handle.TaskQueue), sandboxActs.Snapshot, req).Get(ctx, &res); err != nil {
+		return err
+	}
+	if res.Written {
+		s.st.Snapshot = res.Key
+	}
+	s.st.Fingerprint = res.Fingerprint
+	return nil
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := len(s) - n
+	for cut < len(s) && (s[cut]&0xC0) == 0x80 {
+		cut++
+	}
+	return "…" + s[cut:]
+}
+
+func oneLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " …"
+	}
+	if len(s) > 80 {
+		s = s[:77] + "…"
+	}
+	return s
+}

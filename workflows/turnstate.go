@@ -1,0 +1,147 @@
+package workflows
+
+import (
+	"time"
+
+	"github.com/sandbot/sandbot/agent"
+)
+
+// TurnStatus is the state of the current (or last) turn.
+type TurnStatus string
+
+// Turn statuses.
+const (
+	StatusIdle             TurnStatus = "idle"
+	StatusThinking         TurnStatus = "thinking"
+	StatusAwaitingApproval TurnStatus = "awaiting_approval"
+	StatusComplete         TurnStatus = "complete"
+	StatusFailed           TurnStatus = "failed"
+)
+
+// Active reports whether a turn is in progress.
+func (s TurnStatus) Active() bool {
+	return s == StatusThinking || s == StatusAwaitingApproval
+}
+
+// CallStatus is the state of one tool call.
+type CallStatus string
+
+// Tool call statuses.
+const (
+	CallPending          CallStatus = "pending"
+	CallAwaitingApproval CallStatus = "awaiting_approval"
+	CallRunning          CallStatus = "running"
+	CallCompleted        CallStatus = "completed"
+	CallRejected         CallStatus = "rejected"
+	CallFailed           CallStatus = "failed"
+)
+
+// MaxCallOutput caps the output kept per tool call in TurnState.
+const MaxCallOutput = 4000
+
+// ToolCallState is one tool call of the current turn, keyed by CallID.
+type ToolCallState struct {
+	CallID    string     `json:"call_id"`
+	Name      string     `json:"name"`
+	Arguments string     `json:"arguments"`
+	Commands  []string   `json:"commands,omitempty"`
+	Status    CallStatus `json:"status"`
+	// Output is the combined rendering of the commands' output, capped at
+	// MaxCallOutput characters (tail kept).
+	Output    string        `json:"output,omitempty"`
+	ExitCode  *int          `json:"exit_code,omitempty"`
+	Duration  time.Duration `json:"duration,omitempty"`
+	StartedAt time.Time     `json:"started_at,omitzero"`
+	// EndedAt is when the call reached a final status.
+	EndedAt time.Time `json:"ended_at,omitzero"`
+	// Decision is the approval decision, if one was asked for.
+	Decision *DecisionRecord `json:"decision,omitempty"`
+	// Error explains a failed call (bad arguments, sandbox error...).
+	Error string `json:"error,omitempty"`
+}
+
+// PendingApproval is an approval the session waits for.
+type PendingApproval struct {
+	CallID    string    `json:"call_id"`
+	Command   string    `json:"command"`
+	Reason    string    `json:"reason"`
+	AskedAt   time.Time `json:"asked_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// DecisionRecord is a recorded approval decision.
+type DecisionRecord struct {
+	CallID   string    `json:"call_id"`
+	Command  string    `json:"command"`
+	Decision Decision  `json:"decision"`
+	Reason   string    `json:"reason,omitempty"`
+	User     User      `json:"user"`
+	At       time.Time `json:"at"`
+	// Expired is true when nobody answered in time; Decision is then reject.
+	Expired bool `json:"expired,omitempty"`
+	// Auto is true when a standing "approve always" covered the call.
+	Auto bool `json:"auto,omitempty"`
+	Turn int  `json:"turn"`
+}
+
+// TurnState is what the bot polls (QueryTurnState). Version changes on every
+// visible change, so a poller renders only when it moves.
+type TurnState struct {
+	Turn    int        `json:"turn"`
+	Version int64      `json:"version"`
+	Status  TurnStatus `json:"status"`
+	// ToolCalls are in the order the model asked for them.
+	ToolCalls []ToolCallState  `json:"tool_calls,omitempty"`
+	Pending   *PendingApproval `json:"pending_approval,omitempty"`
+	FinalText string           `json:"final_text,omitempty"`
+	// Stopped is true when a user stopped the turn (Status is complete).
+	Stopped bool `json:"stopped,omitempty"`
+	// Error explains a failed turn in words fit for the user.
+	Error string `json:"error,omitempty"`
+	// Notices are user-facing events of this turn (sandbox restored, backend
+	// switched, approval expired, message batched...).
+	Notices []string `json:"notices,omitempty"`
+	Backend string   `json:"backend"`
+	// PendingBackend is a requested switch not yet applied.
+	PendingBackend string `json:"pending_backend,omitempty"`
+	// Queued counts messages waiting for the next turn.
+	Queued    int       `json:"queued,omitempty"`
+	Paused    bool      `json:"paused,omitempty"`
+	Destroyed bool      `json:"destroyed,omitempty"`
+	StartedAt time.Time `json:"started_at,omitzero"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+	// StatusRef and FinalRef are the chat messages the bot recorded for
+	// this turn (see UpdateChatRef).
+	StatusRef string `json:"status_ref,omitempty"`
+	FinalRef  string `json:"final_ref,omitempty"`
+}
+
+// HistoryRequest is the (optional) argument of QueryHistory.
+type HistoryRequest struct {
+	// Last limits the answer to the last N entries (0: all).
+	Last int `json:"last,omitempty"`
+}
+
+// HistoryEntry is one line of the visible transcript.
+type HistoryEntry struct {
+	Turn int           `json:"turn"`
+	At   time.Time     `json:"at"`
+	Msg  agent.Message `json:"message"`
+}
+
+// Info is the answer of QueryInfo: session metadata for /status and lists.
+type Info struct {
+	WorkflowID   string           `json:"workflow_id"`
+	Location     Location         `json:"location"`
+	Owner        User             `json:"owner"`
+	Title        string           `json:"title,omitempty"`
+	Backend      string           `json:"backend"`
+	Turns        int              `json:"turns"`
+	Status       TurnStatus       `json:"status"`
+	Parent       string           `json:"parent,omitempty"`
+	ForkedAtTurn int              `json:"forked_at_turn,omitempty"`
+	CreatedAt    time.Time        `json:"created_at"`
+	Snapshot     string           `json:"snapshot,omitempty"`
+	Decisions    []DecisionRecord `json:"decisions,omitempty"`
+	Runs         int              `json:"runs"`
+}
