@@ -11,7 +11,9 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/internal/fake/openai"
@@ -263,6 +265,44 @@ func TestCompleteAsRegisteredActivity(t *testing.T) {
 	defer mu.Unlock()
 	if len(beats) == 0 || beats[0]["chunks"] < 1 {
 		t.Fatalf("no streaming heartbeat with progress recorded: %v", beats)
+	}
+}
+
+// TestCompleteHeartbeatsWhileWaiting runs Complete from a workflow with a
+// heartbeat timeout. The fake holds its (non-streamed) answer until the
+// first heartbeat arrives, so the call only succeeds if Complete heartbeats
+// while it waits.
+func TestCompleteHeartbeatsWhileWaiting(t *testing.T) {
+	a, f := newAgent(t, func(c *agent.Config) { c.RequestTimeout = 20 * time.Second })
+	hold := make(chan struct{})
+	var once sync.Once
+	f.Push(openai.Step{Content: "slow answer", Hold: hold})
+
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterActivity(a)
+	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { once.Do(func() { close(hold) }) })
+	wf := func(ctx workflow.Context) (agent.ModelResponse, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: time.Minute,
+			HeartbeatTimeout:    200 * time.Millisecond,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		var resp agent.ModelResponse
+		err := workflow.ExecuteActivity(ctx, a.Complete, agent.ModelRequest{Messages: []agent.Message{userMsg("think hard")}}).Get(ctx, &resp)
+		return resp, err
+	}
+	env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: "complete-heartbeat"})
+	env.ExecuteWorkflow("complete-heartbeat")
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var resp agent.ModelResponse
+	if err := env.GetWorkflowResult(&resp); err != nil || resp.Content != "slow answer" {
+		t.Fatalf("resp %+v, %v", resp, err)
 	}
 }
 

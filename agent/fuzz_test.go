@@ -97,5 +97,13 @@ func FuzzIsReadOnly(f *testing.F) {
 		if !agent.IsReadOnly(cmd) || agent.NeedsApproval("unless-readonly", []string{cmd}) {
 			t.Fatalf("unstable verdict for %q", cmd)
 		}
+		// Whatever a read-only command looks like, chaining, redirecting or
+		// piping into a shell after it must need approval: the tokenizer
+		// must have ended outside any quote or escape.
+		for _, suffix := range []string{"; rm -rf x", " && rm x", " || rm x", " & rm x", " > out", " >> out", " | sh", " $(rm x)", " `rm x`", "\nrm x"} {
+			if agent.IsReadOnly(cmd + suffix) {
+				t.Fatalf("read-only: %q", cmd+suffix)
+			}
+		}
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,13 +67,9 @@ func ParseShellArgs(raw string) (ShellArgs, error) {
 	if trimmed == "" {
 		return fail("the arguments are empty")
 	}
-	var wire struct {
-		Commands  json.RawMessage `json:"commands"`
-		TimeoutMs json.RawMessage `json:"timeout_ms"`
-		Command   json.RawMessage `json:"command"`
-	}
+	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(strings.NewReader(trimmed))
-	if err := dec.Decode(&wire); err != nil {
+	if err := dec.Decode(&fields); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
 			return fail("the arguments must be a JSON object, not %s", typeErr.Value)
@@ -81,14 +79,27 @@ func ParseShellArgs(raw string) (ShellArgs, error) {
 	if dec.More() {
 		return fail("there is trailing data after the JSON object")
 	}
-	if len(wire.Commands) == 0 || string(wire.Commands) == "null" {
-		if len(wire.Command) > 0 {
+	var unknown []string
+	for k := range fields {
+		if k != "commands" && k != "timeout_ms" {
+			unknown = append(unknown, strconv.Quote(k))
+		}
+	}
+	slices.Sort(unknown) // deterministic message
+	commands, timeout := fields["commands"], fields["timeout_ms"]
+	if len(commands) == 0 || string(commands) == "null" {
+		if _, ok := fields["command"]; ok {
 			return fail(`"commands" is missing (use "commands", an array of strings, not "command")`)
 		}
 		return fail(`"commands" is missing`)
 	}
+	if len(unknown) > 0 {
+		// Ignoring e.g. "workdir" would run the commands somewhere the
+		// model did not mean; say so instead.
+		return fail("unknown field %s: only \"commands\" and \"timeout_ms\" are accepted (to work in a directory, use \"cd <dir> && <command>\")", strings.Join(unknown, ", "))
+	}
 	var args ShellArgs
-	if err := json.Unmarshal(wire.Commands, &args.Commands); err != nil {
+	if err := json.Unmarshal(commands, &args.Commands); err != nil {
 		return fail(`"commands" must be an array of strings`)
 	}
 	switch n := len(args.Commands); {
@@ -107,8 +118,8 @@ func ParseShellArgs(raw string) (ShellArgs, error) {
 			return fail("command %d contains a NUL byte", i+1)
 		}
 	}
-	if len(wire.TimeoutMs) > 0 && string(wire.TimeoutMs) != "null" {
-		ms, err := parseMillis(wire.TimeoutMs)
+	if len(timeout) > 0 && string(timeout) != "null" {
+		ms, err := parseMillis(timeout)
 		if err != nil {
 			return fail(`"timeout_ms" %v`, err)
 		}

@@ -49,11 +49,15 @@ type ListFilter struct {
 	Platform  string
 	Workspace string
 	Channel   string
-	// Owner is a user ID. Until sessions carry search attributes it costs
-	// one Info query per candidate, so combine it with Platform/Channel.
+	// Owner is a user ID. Without search attributes it costs one Info
+	// query per candidate, so combine it with Platform/Channel.
 	Owner string
 	// ActiveOnly keeps running sessions only (not destroyed or ended).
 	ActiveOnly bool
+	// TurnActive narrows to sessions whose turn runs, where the store can
+	// tell (search attributes); otherwise it is ignored and callers check
+	// the turn state themselves.
+	TurnActive bool
 	// Limit caps the answer (0: DefaultListLimit).
 	Limit int
 }

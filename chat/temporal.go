@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
+	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -21,19 +21,29 @@ import (
 // It keeps no state of its own, so any number of bot replicas can share the
 // same workflows. It is safe for concurrent use.
 type TemporalSessions struct {
-	client    client.Client
-	taskQueue string
+	client client.Client
+	opts   TemporalOptions
 }
 
 var _ Sessions = (*TemporalSessions)(nil)
 
-// NewTemporalSessions returns Sessions over c. taskQueue is where new
-// sessions start ("" means workflows.TaskQueue).
-func NewTemporalSessions(c client.Client, taskQueue string) *TemporalSessions {
-	if taskQueue == "" {
-		taskQueue = workflows.TaskQueue
+// TemporalOptions configures TemporalSessions.
+type TemporalOptions struct {
+	// TaskQueue is where new sessions start ("" means workflows.TaskQueue).
+	TaskQueue string
+	// Indexed says the namespace has the Sandbot* search attributes
+	// (workflows.SearchAttributeTypes): List then filters on the server.
+	// Sessions started with Settings.Indexed get them set at start either
+	// way.
+	Indexed bool
+}
+
+// NewTemporalSessions returns Sessions over c.
+func NewTemporalSessions(c client.Client, opts TemporalOptions) *TemporalSessions {
+	if opts.TaskQueue == "" {
+		opts.TaskQueue = workflows.TaskQueue
 	}
-	return &TemporalSessions{client: c, taskQueue: taskQueue}
+	return &TemporalSessions{client: c, opts: opts}
 }
 
 // sendUpdateID is the update ID of a chat message. Temporal answers a
@@ -50,12 +60,16 @@ func (t *TemporalSessions) Send(ctx context.Context, start workflows.SessionInpu
 		return workflows.MessageResponse{}, errors.New("temporal: send: message has no event ID, so redeliveries could not be recognised")
 	}
 	id := start.Location.ID()
-	op := t.client.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+	opts := client.StartWorkflowOptions{
 		ID:                       id,
-		TaskQueue:                t.taskQueue,
+		TaskQueue:                t.opts.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-	}, workflows.WorkflowName, start)
+	}
+	if start.Settings.Indexed {
+		opts.TypedSearchAttributes = workflows.StartSearchAttributes(start)
+	}
+	op := t.client.NewWithStartWorkflowOperation(opts, workflows.WorkflowName, start)
 	h, err := t.client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{
@@ -179,16 +193,34 @@ func (t *TemporalSessions) History(ctx context.Context, id string, req workflows
 	return r, err
 }
 
-// listQuery is the visibility query for f. Platform, workspace and channel
-// are filtered on the parsed workflow ID after listing, because sessions do
-// not carry search attributes yet (and STARTS_WITH is not supported by
-// every visibility store).
-func listQuery(f ListFilter) string {
-	q := fmt.Sprintf("WorkflowType = '%s'", workflows.WorkflowName)
+// listQuery is the visibility query for f. Without search attributes,
+// platform, workspace, channel and owner are filtered after listing.
+func listQuery(f ListFilter, indexed bool) string {
+	q := fmt.Sprintf("WorkflowType = %s", quoteVisibility(workflows.WorkflowName))
 	if f.ActiveOnly {
 		q += " AND ExecutionStatus = 'Running'"
 	}
+	if !indexed {
+		return q
+	}
+	for _, c := range []struct{ attr, value string }{
+		{workflows.SAPlatform.GetName(), f.Platform},
+		{workflows.SAChannel.GetName(), f.Channel},
+		{workflows.SAOwner.GetName(), f.Owner},
+	} {
+		if c.value != "" {
+			q += fmt.Sprintf(" AND %s = %s", c.attr, quoteVisibility(c.value))
+		}
+	}
+	if f.TurnActive {
+		q += fmt.Sprintf(" AND %s = true", workflows.SAActiveTurn.GetName())
+	}
 	return q
+}
+
+// quoteVisibility quotes a string literal for a visibility query.
+func quoteVisibility(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(s) + "'"
 }
 
 // matches reports whether loc passes the location part of f.
@@ -210,7 +242,7 @@ func (t *TemporalSessions) List(ctx context.Context, f ListFilter) ([]SessionSum
 	var token []byte
 	for len(out) < limit {
 		resp, err := t.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query:         listQuery(f),
+			Query:         listQuery(f, t.opts.Indexed),
 			PageSize:      int32(min(limit, 1000)),
 			NextPageToken: token,
 		})
@@ -235,7 +267,7 @@ func (t *TemporalSessions) List(ctx context.Context, f ListFilter) ([]SessionSum
 			if ts := e.GetCloseTime(); ts != nil {
 				s.ClosedAt = ts.AsTime()
 			}
-			if f.Owner != "" {
+			if f.Owner != "" && !t.opts.Indexed {
 				info, err := t.Info(ctx, id)
 				if err != nil || info.Owner.ID != f.Owner {
 					continue

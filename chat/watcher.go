@@ -112,6 +112,13 @@ func (c *Core) release(w *watcher, last int, ok bool) (next int, more bool) {
 	return 0, false
 }
 
+// goal is the highest turn asked for.
+func (w *watcher) goal() int {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	return w.upto
+}
+
 // freshFrom is the lowest turn whose answer this watcher must post even if
 // it never saw the turn (math.MaxInt: none).
 func (w *watcher) freshFrom() int {
@@ -147,14 +154,16 @@ func finished(ts workflows.TurnState) bool {
 		ts.Destroyed && !ts.Status.Active()
 }
 
-// follow polls until a turn numbered want or later has ended and been
-// finalized, and returns its number. ok is false when it gave up (ctx
-// ended, the session is gone, the turn will not start).
+// follow polls until turn want (or a later one asked for) has ended and
+// been finalized, and returns the last turn it is done with. A turn counts
+// as the watcher's only if its number is at least want: a "complete" of an
+// earlier turn is not the answer to the message being watched. ok is false
+// when it gave up (ctx ended, the session is gone or paused, the turn did
+// not start).
 func (w *watcher) follow(ctx context.Context, want int) (last int, ok bool) {
 	cfg := w.c.cfg
 	clock := w.c.clock
 	interval := cfg.PollMin
-	next := want // lowest turn not yet finalized
 	var v *view
 	var idleSince time.Time
 	lastGood := clock.Now()
@@ -196,14 +205,19 @@ func (w *watcher) follow(ctx context.Context, want int) (last int, ok bool) {
 		default:
 			lastGood = clock.Now()
 			if v != nil && ts.Turn > v.turn {
+				// The turn ended between two polls and the next one began.
 				w.missed(ctx, v)
-				next = v.turn + 1
-				v = nil
+				return v.turn, true
+			}
+			if v == nil && ts.Turn > want {
+				// Turns want..ts.Turn-1 ended before the first poll.
+				w.catchUp(ctx, max(want, w.freshFrom()), ts.Turn)
+				if ts.Turn > w.goal() {
+					return ts.Turn - 1, true
+				}
+				want = ts.Turn
 			}
 			if v == nil {
-				if ts.Turn > next {
-					w.catchUp(ctx, max(next, w.freshFrom()), ts.Turn)
-				}
 				v = &view{turn: ts.Turn, ref: ts.StatusRef, version: -1}
 				interval = cfg.PollMin
 			}

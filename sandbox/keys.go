@@ -51,6 +51,10 @@ func escapeKeySegment(s string) string {
 	return b.String()
 }
 
+// ErrSnapshotNotFound is returned (wrapped) by snapshot stores for a key
+// that does not exist.
+var ErrSnapshotNotFound = errors.New("snapshot not found")
+
 // ErrBadKey is returned (wrapped) for a store key that is empty, absolute,
 // or has empty, "." or ".." segments.
 var ErrBadKey = errors.New("bad snapshot key")

@@ -208,10 +208,18 @@ type ApproveResponse struct {
 
 // PauseRequest, StopRequest, DestroyRequest and ResumeRequest carry who asked.
 type (
-	PauseRequest   struct{ User User `json:"user"` }
-	ResumeRequest  struct{ User User `json:"user"` }
-	StopRequest    struct{ User User `json:"user"` }
-	DestroyRequest struct{ User User `json:"user"` }
+	PauseRequest struct {
+		User User `json:"user"`
+	}
+	ResumeRequest struct {
+		User User `json:"user"`
+	}
+	StopRequest struct {
+		User User `json:"user"`
+	}
+	DestroyRequest struct {
+		User User `json:"user"`
+	}
 )
 
 // PauseResponse is returned once the session is quiet at a turn boundary.

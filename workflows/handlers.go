@@ -38,8 +38,8 @@ func (s *session) register(ctx workflow.Context) error {
 	}{
 		{UpdateSendMessage, s.onMessage, s.validateMessage},
 		{UpdateApprove, s.onApprove, s.validateApprove},
-		{UpdatePause, s.onPause, s.validateAlive},
-		{UpdateResume, s.onResume, s.validateAlive},
+		{UpdatePause, s.onPause, func(ctx workflow.Context, _ PauseRequest) error { return s.validateAlive(ctx, nil) }},
+		{UpdateResume, s.onResume, func(ctx workflow.Context, _ ResumeRequest) error { return s.validateAlive(ctx, nil) }},
 		{UpdateStop, s.onStop, s.validateStop},
 		{UpdateDestroy, s.onDestroy, s.validateDestroy},
 		{UpdateChatRef, s.onChatRef, s.validateChatRef},

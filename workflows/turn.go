@@ -104,6 +104,9 @@ func (s *session) agentLoop(ctx workflow.Context) (string, error) {
 			Role: agent.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls,
 		}})
 		if len(resp.ToolCalls) == 0 {
+			if strings.TrimSpace(resp.Content) == "" {
+				return "(The model finished without a written answer.)", nil
+			}
 			return resp.Content, nil
 		}
 		for i, tc := range resp.ToolCalls {

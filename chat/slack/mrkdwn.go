@@ -3,7 +3,6 @@ package slack
 import (
 	"regexp"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -14,7 +13,8 @@ import (
 //   - headings → bold lines; - / * / + list items → •; task boxes → ☐ / ☑
 //   - tables → a code block, so columns stay aligned
 //   - fenced code blocks (``` or ~~~) → ``` blocks without the language
-//     tag; inline code is kept
+//     tag; inline code is kept (a backtick inside it shows as ˋ, because
+//     Slack's inline code cannot hold one)
 //   - &, < and > are escaped everywhere, so the text can never form a
 //     Slack link, a user mention or an @channel broadcast.
 //
@@ -48,7 +48,9 @@ func Mrkdwn(md string) string {
 			out = append(out, fence)
 			continue
 		}
-		out = append(out, blockLine(line))
+		// Neutralize "```" the line may have formed from escaped or
+		// unmatched backticks: only our own fences may open code.
+		out = append(out, neutralizeFences(blockLine(line)))
 	}
 	return strings.Join(out, "\n")
 }
@@ -223,12 +225,17 @@ func inline(s string, noBold bool) string {
 				i = end + n
 				continue
 			}
-			b.WriteString(neutralizeFences(s[i : i+n]))
+			b.WriteString(s[i : i+n])
 			i += n
 			continue
 		case c == '[':
 			if text, url, end, ok := parseLink(s, i); ok {
-				b.WriteString("<" + linkURL(url) + "|" + linkText(text) + ">")
+				url = strings.TrimSuffix(strings.TrimPrefix(url, "<"), ">")
+				if isWebURL(url) {
+					b.WriteString("<" + linkURL(url) + "|" + linkText(text) + ">")
+				} else { // relative or odd scheme: show, do not link
+					b.WriteString(linkText(text) + " (" + escape(url) + ")")
+				}
 				i = end
 				continue
 			}
@@ -271,7 +278,9 @@ func inline(s string, noBold bool) string {
 	return b.String()
 }
 
-func isPunct(c byte) bool { return c < utf8.RuneSelf && unicode.IsPunct(rune(c)) || c == '`' || c == '~' || c == '|' }
+// isPunct reports whether a backslash before c escapes it (CommonMark: any
+// ASCII punctuation).
+func isPunct(c byte) bool { return strings.IndexByte("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", c) >= 0 }
 
 // runLen counts c repeated from s[i].
 func runLen(s string, i int, c byte) int {
@@ -392,14 +401,23 @@ func parseLink(s string, i int) (text, url string, end int, ok bool) {
 }
 
 func isAutolink(s string) bool {
-	return (strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "mailto:")) &&
-		!strings.ContainsAny(s, " <>|\n")
+	return isWebURL(s) && !strings.ContainsAny(s, " <>|\n")
+}
+
+// isWebURL reports whether u may become a Slack link: only web and mail
+// links, so a link can never turn into a mention or a broadcast.
+func isWebURL(u string) bool {
+	l := strings.ToLower(u)
+	return strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "mailto:")
 }
 
 // linkURL makes a URL safe inside <url|text>: the characters that would end
 // or split the link are percent-encoded, and & is escaped.
 func linkURL(u string) string {
-	u = strings.NewReplacer("|", "%7C", ">", "%3E", "<", "%3C", " ", "%20").Replace(u)
+	if scheme, rest, ok := strings.Cut(u, ":"); ok {
+		u = strings.ToLower(scheme) + ":" + rest
+	}
+	u = strings.NewReplacer("|", "%7C", ">", "%3E", "<", "%3C", " ", "%20", "`", "%60").Replace(u)
 	return strings.ReplaceAll(u, "&", "&amp;")
 }
 

@@ -111,7 +111,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Handle
 		created, err = b.cli.ContainerCreate(ctx, opts)
 	}
 	if err != nil {
-		return sandbox.Handle{}, b.classify("create", err)
+		return sandbox.Handle{}, b.unavailable("create", err)
 	}
 	h := sandbox.Handle{
 		Backend:   Name,
@@ -153,12 +153,28 @@ func (b *Backend) prepare(ctx context.Context, id string) error {
 		return fmt.Errorf("docker: create: workspace archive: %w", err)
 	}
 	if _, err := b.cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: "/", Content: &buf}); err != nil {
-		return b.classify("create: make workspace", err)
+		return b.unavailable("create: make workspace", err)
 	}
 	if _, err := b.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
-		return b.classify("create: start", err)
+		return b.unavailable("create: start", err)
 	}
 	return nil
+}
+
+// unavailable classifies a failure to make a new sandbox. Besides an
+// unreachable daemon, the usual causes are host configuration (a network
+// that does not exist, limits the host cannot apply, an image without
+// sleep) that no retry fixes, so they too wrap sandbox.ErrUnavailable: the
+// user is told, and the session can move to another backend.
+func (b *Backend) unavailable(op string, err error) error {
+	if unreachable(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return b.classify(op, err)
+	}
+	return &userError{
+		msg:      fmt.Sprintf("docker: cannot start a sandbox container from image %q: %v", b.opts.Image, err),
+		sentinel: sandbox.ErrUnavailable,
+		cause:    err,
+	}
 }
 
 // ensureImage checks that the image is on the host, pulling it only when

@@ -145,7 +145,10 @@ func TestEscapedProcessDoesNotHangExecAndDiesWithSandbox(t *testing.T) {
 	h := sandboxtest.NewSandbox(t, b)
 	// setsid leaves the process group, so only the output grace period
 	// ends the read, and only the marker sweep finds the process.
-	res := sandboxtest.Exec(t, b, h, sandbox.Cmd{Command: "setsid sleep 300 & echo $! > esc.pid; echo started"})
+	// The loop waits until setsid has exec'd sleep, i.e. left the group,
+	// before the command ends and its group is killed.
+	res := sandboxtest.Exec(t, b, h, sandbox.Cmd{Command: `setsid sleep 300 & pid=$!; echo $pid > esc.pid
+while [ "$(cat /proc/$pid/comm)" != sleep ]; do :; done; echo started`})
 	if res.ExitCode != 0 || res.Stdout != "started\n" {
 		t.Fatalf("got %+v", res)
 	}

@@ -33,8 +33,8 @@ import (
 const (
 	DefaultAppID     = "1000000000000000001" // also the bot user's ID
 	DefaultGuildID   = "4000000000000000001"
-	DefaultChannelID = "5000000000000000001" // #general in DefaultGuildID
-	DefaultToken     = "fake-token"
+	DefaultChannelID = "5000000000000000001"                                             // #general in DefaultGuildID
+	DefaultToken     = "MTAwMDAwMDAwMDAwMDAwMDAwMQ.ZmFrZQ.fake-signature-for-tests-only" // shaped like a real bot token
 )
 
 // Discord's limits that the fake enforces.

@@ -1,0 +1,157 @@
+package chat
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/sandbot/sandbot/workflows"
+)
+
+func TestApprovalRoundTrip(t *testing.T) {
+	discord := Thread{Platform: "discord", Workspace: "1184759316318441472", Channel: "1184759317027262536", Thread: "1290418820165537862"}
+	slack := Thread{Platform: "slack", Workspace: "T0123ABCD", Channel: "C0456EFGH", Thread: "1700000000.000100"}
+	odd := Thread{Platform: "matrix", Workspace: "", Channel: "#room.with~dots%", Thread: "007"}
+	for _, tc := range []struct {
+		name   string
+		th     Thread
+		callID string
+	}{
+		{"discord", discord, "call_Xy12AbCdEfGhIjKlMnOpQrSt"},
+		{"slack", slack, "call_1"},
+		{"odd characters", odd, "call.with.dots#and~tilde%"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := EncodeApproval(tc.th.ID(), tc.callID)
+			if strings.ContainsAny(v, " :") {
+				t.Errorf("value %q contains a space or ':'", v)
+			}
+			id, call, err := DecodeApproval(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id != tc.th.ID() || call != tc.callID {
+				t.Errorf("decoded (%q, %q), want (%q, %q)", id, call, tc.th.ID(), tc.callID)
+			}
+		})
+	}
+	// A Discord session and an OpenAI-style call ID fit Discord's custom_id
+	// in the full form.
+	v := EncodeApproval(discord.ID(), "call_Xy12AbCdEfGhIjKlMnOpQrSt")
+	if len(v) > MaxDiscordButtonValue {
+		t.Errorf("discord value is %d chars (%q), want <= %d", len(v), v, MaxDiscordButtonValue)
+	}
+	if len(ActionApproveAlways)+1+MaxDiscordButtonValue != 100 {
+		t.Errorf("MaxDiscordButtonValue does not leave room for the action ID")
+	}
+}
+
+func TestEncodeApprovalCompactFallbacks(t *testing.T) {
+	th := Thread{Platform: "discord", Workspace: "1184759316318441472", Channel: "1184759317027262536", Thread: "1290418820165537862"}
+	long := "chatcmpl-tool-" + strings.Repeat("a", 40)
+	v, err := EncodeApprovalCompact(th.ID(), long, MaxDiscordButtonValue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v) > MaxDiscordButtonValue || !strings.HasPrefix(v, "2.") {
+		t.Fatalf("value %q (%d chars): want the thread-relative form within %d", v, len(v), MaxDiscordButtonValue)
+	}
+	id, call, err := DecodeApproval(v)
+	if err != nil || id != "" || call != long {
+		t.Fatalf("decoded (%q, %q, %v), want (\"\", %q, nil)", id, call, err, long)
+	}
+
+	huge := strings.Repeat("z", 200)
+	v, err = EncodeApprovalCompact(th.ID(), huge, MaxDiscordButtonValue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v) != 18 || !strings.HasPrefix(v, "3.") {
+		t.Fatalf("value %q: want the 18-char digest form", v)
+	}
+	_, call, err = DecodeApproval(v)
+	if err != nil || !strings.HasPrefix(call, digestPrefix) {
+		t.Fatalf("digest decoded to (%q, %v)", call, err)
+	}
+	got, ok := resolveDigest(workflows.TurnState{Pending: &workflows.PendingApproval{CallID: huge}}, strings.TrimPrefix(call, digestPrefix))
+	if !ok || got != huge {
+		t.Fatalf("digest did not resolve to the pending call")
+	}
+
+	if _, err := EncodeApprovalCompact(th.ID(), huge, 10); err == nil {
+		t.Fatal("a limit below the digest form must fail")
+	}
+}
+
+func TestDecodeApprovalRejectsGarbage(t *testing.T) {
+	for _, v := range []string{"", "x", "1.s.a.b", "1.q.a.b.c.d", "9.abc", "2.", "1.s.a.b.c.", "1.s.a.b.c.d%ZZ", "1.s.#!!.b.c.d"} {
+		if id, call, err := DecodeApproval(v); err == nil {
+			t.Errorf("DecodeApproval(%q) = (%q, %q), want an error", v, id, call)
+		}
+	}
+}
+
+func TestHandleActionUnauthorizedRepliesOnly(t *testing.T) {
+	f := &fakeSessions{
+		ApproveFn: func(string, workflows.ApproveRequest) (workflows.ApproveResponse, error) {
+			return workflows.ApproveResponse{}, &UserError{Msg: "@bob may not approve commands in this session"}
+		},
+	}
+	c := newTestCore(t, f, newAutoClock(), nil)
+	p := &recPoster{}
+	var replies []string
+	a := Action{
+		ID: ActionApprove, Value: EncodeApproval(testThread.ID(), "call_1"),
+		User: User{ID: "U2", Name: "bob"}, Thread: testThread,
+		Reply: func(_ context.Context, text string) error { replies = append(replies, text); return nil },
+	}
+	if err := c.HandleAction(context.Background(), p, a); err != nil {
+		t.Fatalf("a refused approval is not an internal error: %v", err)
+	}
+	if len(replies) != 1 || replies[0] != "@bob may not approve commands in this session" {
+		t.Errorf("ephemeral replies = %q", replies)
+	}
+	if got := f.Calls(); len(got) != 1 || got[0] != "approve call_1 approve U2" {
+		t.Errorf("session calls = %q, want only the approve update", got)
+	}
+	if ev := p.Events(); len(ev) != 0 {
+		t.Errorf("thread changed after a refused approval: %+v", ev)
+	}
+}
+
+func TestHandleActionDecisionsAndNudge(t *testing.T) {
+	ts := &script{states: []workflows.TurnState{{Turn: 2, Version: 9, Status: workflows.StatusComplete, StatusRef: "m1", FinalRef: "t1"}}}
+	f := &fakeSessions{
+		ApproveFn:   func(string, workflows.ApproveRequest) (workflows.ApproveResponse, error) { return workflows.ApproveResponse{}, nil },
+		TurnStateFn: ts.next,
+	}
+	c := newTestCore(t, f, newAutoClock(), nil)
+	for id, want := range map[string]string{
+		ActionApprove:       "approve call_7 approve U1",
+		ActionApproveAlways: "approve call_7 approve_always U1",
+		ActionReject:        "approve call_7 reject U1",
+	} {
+		f.mu.Lock()
+		f.calls = nil
+		f.mu.Unlock()
+		// The thread-relative form needs the Action's thread.
+		a := Action{ID: id, Value: "2.call_7", User: User{ID: "U1"}, Thread: testThread, Reply: func(context.Context, string) error {
+			t.Errorf("unexpected ephemeral reply")
+			return nil
+		}}
+		if err := c.HandleAction(context.Background(), &recPoster{}, a); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.Calls(); len(got) == 0 || got[0] != want {
+			t.Errorf("%s: calls %q, want first %q", id, got, want)
+		}
+	}
+	var replies []string
+	a := Action{ID: "launch_rockets", Value: "2.call_7", Thread: testThread, Reply: func(_ context.Context, s string) error {
+		replies = append(replies, s)
+		return nil
+	}}
+	if err := c.HandleAction(context.Background(), &recPoster{}, a); err != nil || len(replies) != 1 {
+		t.Errorf("unknown action: err %v, replies %q", err, replies)
+	}
+}

@@ -1,0 +1,214 @@
+package chat
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sandbot/sandbot/workflows"
+)
+
+func TestParseCommand(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Command
+		ok      bool
+		wantErr string
+	}{
+		{in: "fix the build", ok: false},
+		{in: "", ok: false},
+		{in: "/usr/bin/env is missing", ok: false},
+		{in: "!important: fix it", ok: false},
+		{in: "/", ok: false},
+		{in: "/stop", want: Command{Name: CmdStop}, ok: true},
+		{in: "  !STOP ", want: Command{Name: CmdStop}, ok: true},
+		{in: "/cancel", want: Command{Name: CmdStop}, ok: true},
+		{in: "/stop now", want: Command{Name: CmdStop, Args: []string{"now"}}, ok: true, wantErr: "takes no arguments"},
+		{in: "/status", want: Command{Name: CmdStatus}, ok: true},
+		{in: "/help", want: Command{Name: CmdHelp}, ok: true},
+		{in: "/history", want: Command{Name: CmdHistory}, ok: true},
+		{in: "/history 5", want: Command{Name: CmdHistory, Args: []string{"5"}, N: 5}, ok: true},
+		{in: "/history 500", want: Command{Name: CmdHistory, Args: []string{"500"}, N: MaxHistory}, ok: true},
+		{in: "/history lots", want: Command{Name: CmdHistory, Args: []string{"lots"}}, ok: true, wantErr: "count from 1 to 50"},
+		{in: "/backend", want: Command{Name: CmdBackend}, ok: true},
+		{in: "/backend docker", want: Command{Name: CmdBackend, Args: []string{"docker"}, Backend: "docker"}, ok: true},
+		{in: "/switch docker", want: Command{Name: CmdBackend, Args: []string{"docker"}, Backend: "docker"}, ok: true},
+		{in: "/backend docker local", want: Command{Name: CmdBackend, Args: []string{"docker", "local"}}, ok: true, wantErr: "Usage: /backend [NAME]"},
+		{in: "/fork", want: Command{Name: CmdFork}, ok: true},
+		{in: "/fork experiment", want: Command{Name: CmdFork, Args: []string{"experiment"}, Title: "experiment"}, ok: true},
+		{in: `/fork "try the other fix" docker`, want: Command{Name: CmdFork, Args: []string{"try the other fix", "docker"}, Title: "try the other fix", Backend: "docker"}, ok: true},
+		{in: "/fork “curly quotes” e2b", want: Command{Name: CmdFork, Args: []string{"curly quotes", "e2b"}, Title: "curly quotes", Backend: "e2b"}, ok: true},
+		{in: "/fork try the other fix", want: Command{Name: CmdFork, Args: []string{"try", "the", "other", "fix"}}, ok: true, wantErr: "in quotes"},
+		{in: `/fork "unclosed`, want: Command{Name: CmdFork}, ok: true, wantErr: "quote is not closed"},
+		{in: "/sessions", want: Command{Name: CmdSessions}, ok: true},
+		{in: "/destroy", want: Command{Name: CmdDestroy}, ok: true},
+		{in: "/destroy confirm", want: Command{Name: CmdDestroy, Args: []string{"confirm"}, Confirm: true}, ok: true},
+		{in: "/destroy please", want: Command{Name: CmdDestroy, Args: []string{"please"}}, ok: true, wantErr: "Usage: /destroy confirm"},
+		{in: "/pause", want: Command{Name: CmdPause}, ok: true},
+		{in: "/resume", want: Command{Name: CmdResume}, ok: true},
+		{in: "/frobnicate", want: Command{Name: "frobnicate"}, ok: true, wantErr: "no command /frobnicate"},
+		{in: "/status\nand more", want: Command{Name: CmdStatus, Args: []string{"and", "more"}}, ok: true, wantErr: "takes no arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, ok, err := ParseCommand(tt.in)
+			if ok != tt.ok {
+				t.Fatalf("ok = %v, want %v", ok, tt.ok)
+			}
+			if tt.wantErr == "" && err != nil {
+				t.Fatalf("unexpected error %v", err)
+			}
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want it to contain %q", err, tt.wantErr)
+				}
+				var ue *UserError
+				if !errors.As(err, &ue) {
+					t.Errorf("parse error %T is not a *UserError, so it would not be shown as is", err)
+				}
+			}
+			if tt.wantErr == "" && !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHandleCommandStatus(t *testing.T) {
+	f := &fakeSessions{
+		InfoFn: func(id string) (workflows.Info, error) {
+			return workflows.Info{WorkflowID: id, Title: "fix ci", Owner: User{ID: "U1", Name: "ann"}, Backend: "docker", Turns: 4}, nil
+		},
+		TurnStateFn: func(string) (workflows.TurnState, error) {
+			return workflows.TurnState{Turn: 4, Status: workflows.StatusThinking, Backend: "docker", PendingBackend: "local", Queued: 2}, nil
+		},
+	}
+	c := newTestCore(t, f, newAutoClock(), nil)
+	r, err := c.HandleCommand(context.Background(), &recPoster{}, testThread, User{ID: "U1"}, Command{Name: CmdStatus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Card == nil {
+		t.Fatalf("status reply has no card: %+v", r)
+	}
+	got := map[string]string{}
+	for _, b := range r.Card.Blocks {
+		for _, fl := range b.Fields {
+			got[fl.Label] = fl.Value
+		}
+	}
+	want := map[string]string{"Backend": "docker → local (next turn)", "Turns": "4", "Status": "thinking", "Owner": "@ann", "Queued": "2"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("fields = %v, want %v", got, want)
+	}
+	link := "http://ui.test/namespaces/default/workflows/" + "session%2Ftest%2FW1%2FC1%2FT1"
+	if !strings.Contains(cardText(*r.Card), link) {
+		t.Errorf("status card lacks the Temporal UI link %s:\n%s", link, cardText(*r.Card))
+	}
+}
+
+func TestHandleCommandRelaysWorkflowErrors(t *testing.T) {
+	f := &fakeSessions{
+		SetBackendFn: func(string, workflows.SetBackendRequest) (workflows.SetBackendResponse, error) {
+			return workflows.SetBackendResponse{}, &UserError{Msg: `backend "gpu" is not available; available backends: local, docker`}
+		},
+	}
+	c := newTestCore(t, f, newAutoClock(), nil)
+	r, err := c.HandleCommand(context.Background(), &recPoster{}, testThread, User{ID: "U1"}, Command{Name: CmdBackend, Backend: "gpu"})
+	if err != nil {
+		t.Fatalf("a user error must not be an internal error: %v", err)
+	}
+	if r.Text != `backend "gpu" is not available; available backends: local, docker` {
+		t.Errorf("reply = %q", r.Text)
+	}
+
+	// An internal error shows a generic line and is returned.
+	f.SetBackendFn = func(string, workflows.SetBackendRequest) (workflows.SetBackendResponse, error) {
+		return workflows.SetBackendResponse{}, errors.New("dial tcp 10.0.0.7:7233: connection refused")
+	}
+	r, err = c.HandleCommand(context.Background(), &recPoster{}, testThread, User{ID: "U1"}, Command{Name: CmdBackend, Backend: "gpu"})
+	if err == nil {
+		t.Fatal("internal error not returned")
+	}
+	if strings.Contains(r.Text, "10.0.0.7") || r.Text != internalErrorText {
+		t.Errorf("internal detail leaked to the user: %q", r.Text)
+	}
+}
+
+func TestHandleCommandDestroyNeedsConfirm(t *testing.T) {
+	f := &fakeSessions{DestroyFn: func(string) (workflows.DestroyResponse, error) { return workflows.DestroyResponse{Turns: 3}, nil }}
+	c := newTestCore(t, f, newAutoClock(), nil)
+	r, _ := c.HandleCommand(context.Background(), &recPoster{}, testThread, User{ID: "U1"}, Command{Name: CmdDestroy})
+	if f.count("destroy") != 0 || !strings.Contains(r.Text, "/destroy confirm") {
+		t.Fatalf("unconfirmed destroy: calls %v, reply %q", f.Calls(), r.Text)
+	}
+	r, _ = c.HandleCommand(context.Background(), &recPoster{}, testThread, User{ID: "U1"}, Command{Name: CmdDestroy, Confirm: true})
+	if f.count("destroy") != 1 || !strings.Contains(r.Text, "destroyed after 3 turns") {
+		t.Fatalf("confirmed destroy: calls %v, reply %q", f.Calls(), r.Text)
+	}
+}
+
+// forkPoster can open threads.
+type forkPoster struct {
+	recPoster
+	opened []string
+}
+
+func (p *forkPoster) StartThread(_ context.Context, from Thread, title string) (Thread, error) {
+	p.opened = append(p.opened, title)
+	from.Thread = "T2"
+	return from, nil
+}
+
+func TestHandleCommandFork(t *testing.T) {
+	var got workflows.ForkRequest
+	f := &fakeSessions{
+		InfoFn: func(string) (workflows.Info, error) { return workflows.Info{Title: "fix ci"}, nil },
+		ForkFn: func(id string, req workflows.ForkRequest) (workflows.ForkResponse, error) {
+			got = req
+			return workflows.ForkResponse{WorkflowID: req.Location.ID(), AtTurn: 3, Backend: "docker"}, nil
+		},
+	}
+	c := newTestCore(t, f, newAutoClock(), nil)
+
+	// Without ThreadStarter the platform cannot fork.
+	r, err := c.HandleCommand(context.Background(), &recPoster{}, testThread, User{ID: "U1"}, Command{Name: CmdFork})
+	if err != nil || !strings.Contains(r.Text, "not supported") || f.count("fork") != 0 {
+		t.Fatalf("fork without ThreadStarter: %q, %v, calls %v", r.Text, err, f.Calls())
+	}
+
+	p := &forkPoster{}
+	r, err = c.HandleCommand(context.Background(), p, testThread, User{ID: "U1"}, Command{Name: CmdFork, Title: "other", Backend: "docker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Location.Thread != "T2" || got.Title != "other" || got.Backend != "docker" || got.User.ID != "U1" {
+		t.Errorf("fork request = %+v", got)
+	}
+	if len(p.opened) != 1 || p.opened[0] != "other" {
+		t.Errorf("threads opened: %v", p.opened)
+	}
+	if !strings.Contains(r.Text, "Forked at turn 3") {
+		t.Errorf("reply = %q", r.Text)
+	}
+	if texts := p.ops("text"); len(texts) != 1 || !strings.Contains(texts[0].Text, "Forked from") {
+		t.Errorf("the new thread got %+v, want one intro message", texts)
+	}
+}
+
+// cardText joins all text of a card.
+func cardText(c Card) string {
+	parts := []string{c.Title}
+	for _, b := range c.Blocks {
+		parts = append(parts, b.Text)
+		for _, f := range b.Fields {
+			parts = append(parts, f.Label+": "+f.Value)
+		}
+		for _, btn := range b.Buttons {
+			parts = append(parts, "["+btn.Label+"]")
+		}
+	}
+	return strings.Join(parts, "\n")
+}

@@ -1,0 +1,165 @@
+package chat
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbot/sandbot/workflows"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+func exit(n int) *int { return &n }
+
+var t0 = time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC)
+
+func renderCases() map[string]workflows.TurnState {
+	ann := User{ID: "U1", Name: "ann"}
+	longOut := ""
+	for i := 1; i <= 40; i++ {
+		longOut += fmt.Sprintf("ok  \tgithub.com/acme/pkg%d\t0.%02ds\n", i, i)
+	}
+	many := make([]workflows.ToolCallState, 14)
+	for i := range many {
+		many[i] = workflows.ToolCallState{CallID: fmt.Sprintf("call_%d", i), Name: "shell", Commands: []string{fmt.Sprintf("step %d", i)},
+			Status: workflows.CallCompleted, ExitCode: exit(0), Duration: time.Duration(i+1) * 300 * time.Millisecond, Output: fmt.Sprintf("out %d", i)}
+	}
+	return map[string]workflows.TurnState{
+		"thinking": {Turn: 1, Version: 3, Status: workflows.StatusThinking, Backend: "local", StartedAt: t0},
+		"running": {Turn: 2, Version: 7, Status: workflows.StatusThinking, Backend: "docker", StartedAt: t0, Queued: 1,
+			ToolCalls: []workflows.ToolCallState{
+				{CallID: "call_a", Name: "shell", Commands: []string{"go build ./...", "go vet ./..."}, Status: workflows.CallCompleted, ExitCode: exit(0), Duration: 2300 * time.Millisecond, Output: "building\nvet ok\n"},
+				{CallID: "call_b", Name: "shell", Arguments: `{"commands":["go test ./... 2>&1 | tail -n 50 && echo done with a very long command line that goes on"]}`, Status: workflows.CallRunning, Output: longOut},
+			}},
+		"awaiting approval": {Turn: 3, Version: 12, Status: workflows.StatusAwaitingApproval, Backend: "docker", StartedAt: t0,
+			ToolCalls: []workflows.ToolCallState{
+				{CallID: "call_c", Name: "shell", Commands: []string{"rm -rf build/ && make `release`"}, Status: workflows.CallAwaitingApproval},
+			},
+			Pending: &workflows.PendingApproval{CallID: "call_c", Command: "rm -rf build/ && make `release`", Reason: "writes outside the read-only allowlist",
+				AskedAt: t0, ExpiresAt: t0.Add(30 * time.Minute)}},
+		"decided": {Turn: 4, Version: 20, Status: workflows.StatusComplete, Backend: "docker", StartedAt: t0, EndedAt: t0.Add(75 * time.Second),
+			FinalText: "All done.",
+			ToolCalls: []workflows.ToolCallState{
+				{CallID: "c1", Name: "shell", Commands: []string{"make deploy"}, Status: workflows.CallCompleted, ExitCode: exit(2), Duration: 4 * time.Second, Output: "error: no target\n",
+					Decision: &workflows.DecisionRecord{CallID: "c1", Decision: workflows.DecisionApprove, User: ann}},
+				{CallID: "c2", Name: "shell", Commands: []string{"git push --force"}, Status: workflows.CallRejected,
+					Decision: &workflows.DecisionRecord{CallID: "c2", Decision: workflows.DecisionReject, Reason: "not on main", User: ann}},
+				{CallID: "c3", Name: "shell", Commands: []string{"curl example.com"}, Status: workflows.CallRejected,
+					Decision: &workflows.DecisionRecord{CallID: "c3", Decision: workflows.DecisionReject, Expired: true}},
+				{CallID: "c4", Name: "shell", Commands: []string{"ls"}, Status: workflows.CallCompleted, ExitCode: exit(0), Duration: 100 * time.Millisecond,
+					Decision: &workflows.DecisionRecord{CallID: "c4", Decision: workflows.DecisionApproveAlways, Auto: true}},
+			},
+			Notices: []string{"The approval request for `curl example.com` expired after 30m0s; the command was not run."}},
+		"failed": {Turn: 5, Version: 30, Status: workflows.StatusFailed, Backend: "local", StartedAt: t0, EndedAt: t0.Add(3 * time.Second),
+			Error: "the model endpoint refused the API key (401); check SANDBOT_MODEL_API_KEY",
+			ToolCalls: []workflows.ToolCallState{
+				{CallID: "c1", Name: "shell", Commands: []string{"sleep 999"}, Status: workflows.CallFailed, Error: "interrupted: the worker running this command stopped responding; the command was not re-run"},
+			}},
+		"stopped": {Turn: 6, Version: 31, Status: workflows.StatusComplete, Stopped: true, FinalText: "Stopped by ann.", Backend: "local", StartedAt: t0, EndedAt: t0.Add(9 * time.Second),
+			PendingBackend: "docker", Paused: true},
+		"many calls": {Turn: 7, Version: 99, Status: workflows.StatusThinking, Backend: "local", StartedAt: t0, ToolCalls: many},
+	}
+}
+
+func TestRenderTurnGolden(t *testing.T) {
+	opts := RenderOptions{
+		WorkflowID: Thread{Platform: "discord", Workspace: "1184759316318441472", Channel: "1184759317027262536", Thread: "1290418820165537862"}.ID(),
+		Approvers:  "@ann (owner), role ops", MaxButtonValue: MaxDiscordButtonValue,
+	}
+	for name, ts := range renderCases() {
+		t.Run(name, func(t *testing.T) {
+			card := RenderTurn(ts, opts)
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(card); err != nil {
+				t.Fatal(err)
+			}
+			got := buf.Bytes()
+			path := filepath.Join("testdata", "render_"+strings.ReplaceAll(name, " ", "_")+".json")
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./chat/ -run Golden -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("card differs from %s:\n%s", path, got)
+			}
+			if n := cardLen(card); n > 3500 {
+				t.Errorf("card has %d chars, over the 3500 budget", n)
+			}
+		})
+	}
+}
+
+func TestRenderTurnBounds(t *testing.T) {
+	// Many calls with long output and long commands stay within MaxChars,
+	// listing the latest calls and counting the rest.
+	calls := make([]workflows.ToolCallState, 60)
+	for i := range calls {
+		calls[i] = workflows.ToolCallState{CallID: fmt.Sprint(i), Commands: []string{strings.Repeat("x", 500)},
+			Status: workflows.CallCompleted, ExitCode: exit(1), Output: strings.Repeat("line of output\n", 200)}
+	}
+	ts := workflows.TurnState{Turn: 1, Status: workflows.StatusThinking, ToolCalls: calls}
+	for _, limit := range []int{3500, 1500, 600} {
+		card := RenderTurn(ts, RenderOptions{MaxChars: limit})
+		if n := cardLen(card); n > limit {
+			t.Errorf("MaxChars %d: card has %d chars", limit, n)
+		}
+		if !strings.Contains(cardText(card), "earlier tool calls") {
+			t.Errorf("MaxChars %d: no count of earlier calls", limit)
+		}
+		if len(card.Blocks) > 40 {
+			t.Errorf("MaxChars %d: %d blocks", limit, len(card.Blocks))
+		}
+	}
+	line := commandLine(calls[0], 80)
+	if n := len([]rune(line)); n != 80 || !strings.HasSuffix(line, "…") {
+		t.Errorf("command line %q has %d runes, want 80 ending in …", line, n)
+	}
+	tail := outputTail(calls[0].Output, 5, 300)
+	if got := strings.Count(tail, "\n"); got != 4 || !strings.HasPrefix(tail, "…") {
+		t.Errorf("output tail %q: want 5 lines marked as cut", tail)
+	}
+}
+
+func TestRenderApprovalButtons(t *testing.T) {
+	ts := renderCases()["awaiting approval"]
+	card := RenderTurn(ts, RenderOptions{WorkflowID: testThread.ID()})
+	var buttons []Button
+	for _, b := range card.Blocks {
+		buttons = append(buttons, b.Buttons...)
+	}
+	if len(buttons) != 3 {
+		t.Fatalf("buttons = %+v", buttons)
+	}
+	for i, id := range []string{ActionApprove, ActionApproveAlways, ActionReject} {
+		if buttons[i].ID != id {
+			t.Errorf("button %d is %q, want %q", i, buttons[i].ID, id)
+		}
+		wid, call, err := DecodeApproval(buttons[i].Value)
+		if err != nil || wid != testThread.ID() || call != "call_c" {
+			t.Errorf("button %d value decodes to (%q, %q, %v)", i, wid, call, err)
+		}
+	}
+	// Once decided, the buttons are gone.
+	ts.Status = workflows.StatusThinking
+	ts.Pending = nil
+	for _, b := range RenderTurn(ts, RenderOptions{}).Blocks {
+		if b.Kind == BlockActions {
+			t.Error("decided approval still has buttons")
+		}
+	}
+}

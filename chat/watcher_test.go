@@ -1,0 +1,411 @@
+package chat
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sandbot/sandbot/agent"
+	"github.com/sandbot/sandbot/workflows"
+)
+
+func running(turn int, v int64, cmds ...string) workflows.TurnState {
+	ts := workflows.TurnState{Turn: turn, Version: v, Status: workflows.StatusThinking, Backend: "local"}
+	for i, c := range cmds {
+		st := workflows.CallCompleted
+		if i == len(cmds)-1 {
+			st = workflows.CallRunning
+		}
+		ts.ToolCalls = append(ts.ToolCalls, workflows.ToolCallState{CallID: fmt.Sprint("call_", i), Name: "shell", Commands: []string{c}, Status: st})
+	}
+	return ts
+}
+
+func done(turn int, v int64, final string) workflows.TurnState {
+	return workflows.TurnState{Turn: turn, Version: v, Status: workflows.StatusComplete, Backend: "local", FinalText: final}
+}
+
+// sendTurn makes Send answer with turn.
+func sendTurn(turn int, dup bool) func(workflows.SessionInput, workflows.MessageRequest) (workflows.MessageResponse, error) {
+	return func(workflows.SessionInput, workflows.MessageRequest) (workflows.MessageResponse, error) {
+		return workflows.MessageResponse{Turn: turn, Duplicate: dup}, nil
+	}
+}
+
+func msg(id, text string) Message {
+	return Message{EventID: id, Thread: testThread, User: User{ID: "U1", Name: "ann"}, Text: text}
+}
+
+func texts(p *recPoster) []string {
+	var out []string
+	for _, e := range p.ops("text") {
+		out = append(out, e.Text)
+	}
+	return out
+}
+
+func TestWatcherRendersOnlyOnVersionChange(t *testing.T) {
+	s := &script{states: []workflows.TurnState{
+		{Turn: 0, Status: workflows.StatusIdle},
+		running(1, 1),
+		running(1, 1, "ls"), // same version, different content: not rendered
+		running(1, 1, "ls"),
+		running(1, 2, "ls"),
+		running(1, 2, "ls"), // the edit waits for the 1s pace
+		running(1, 2, "ls"),
+		running(1, 2, "ls"),
+		done(1, 3, "the answer"),
+	}}
+	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: s.next}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, nil)
+	p := &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg("e1", "list files")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+
+	posts, edits := p.ops("post"), p.ops("edit")
+	if len(posts) != 1 || posts[0].Card.Title != "💭 Thinking" {
+		t.Fatalf("posts = %+v, want one Thinking card", posts)
+	}
+	if strings.Contains(cardText(posts[0].Card), "ls") {
+		t.Errorf("content of an unchanged version was rendered: %s", cardText(posts[0].Card))
+	}
+	if len(edits) != 2 || edits[0].Card.Title != "⚙️ Running" || edits[1].Card.Title != "✅ Done" {
+		t.Fatalf("edits = %+v, want Running then Done", edits)
+	}
+	for _, e := range edits {
+		if e.Ref != posts[0].Ref {
+			t.Errorf("edit of %q, want the status message %q", e.Ref, posts[0].Ref)
+		}
+	}
+	if got := texts(p); !reflect.DeepEqual(got, []string{"the answer"}) {
+		t.Errorf("final messages = %q", got)
+	}
+	refs := f.Refs()
+	if len(refs) != 2 || refs[0] != (workflows.ChatRefRequest{Turn: 1, Kind: "status", Ref: "m1"}) || refs[1].Kind != "final" || refs[1].Ref != "t2" {
+		t.Errorf("recorded refs = %+v", refs)
+	}
+	// Polling stopped with the turn.
+	if n := f.count("turn_state"); n != len(s.states) {
+		t.Errorf("%d polls for a %d-state script: the watcher kept polling after the turn ended", n, len(s.states))
+	}
+}
+
+func TestWatcherCoalescesAndPaces(t *testing.T) {
+	var states []workflows.TurnState
+	cmds := []string{}
+	for v := int64(1); v <= 25; v++ {
+		cmds = append(cmds, fmt.Sprint("step ", v))
+		states = append(states, running(1, v, cmds...))
+	}
+	states = append(states, done(1, 26, "ok"))
+	s := &script{states: states}
+	var lastPolled atomic.Value
+	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: func(id string) (workflows.TurnState, error) {
+		ts, err := s.next(id)
+		lastPolled.Store(ts)
+		return ts, err
+	}}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, nil)
+	p := &recPoster{clock: clock}
+	opts := RenderOptions{WorkflowID: testThread.ID(), MaxChars: 3500}
+	p.EditFn = func(_ string, card Card) error {
+		// Only the latest state is ever sent: intermediate ones were dropped.
+		if want := RenderTurn(lastPolled.Load().(workflows.TurnState), opts); !reflect.DeepEqual(card, want) {
+			t.Errorf("edit shows %q, but the latest state polled renders %q", cardText(card), cardText(want))
+		}
+		return nil
+	}
+	if err := c.HandleMessage(context.Background(), p, msg("e1", "go")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+
+	ev := append(p.ops("post"), p.ops("edit")...)
+	if n := len(p.ops("post")); n != 1 {
+		t.Fatalf("%d status messages for one turn, want 1", n)
+	}
+	edits := p.ops("edit")
+	if len(edits) >= len(states)-1 {
+		t.Errorf("%d edits for %d versions: nothing was coalesced", len(edits), len(states))
+	}
+	for i := 1; i < len(ev); i++ {
+		if gap := ev[i].At.Sub(ev[i-1].At); gap < time.Second {
+			t.Errorf("edit %d came %v after the previous one; the minimum is 1s", i, gap)
+		}
+	}
+	if last := edits[len(edits)-1].Card; last.Title != "✅ Done" {
+		t.Errorf("last edit is %q, want the final Done card", last.Title)
+	}
+}
+
+func TestWatcherPollIntervalsBackOff(t *testing.T) {
+	states := []workflows.TurnState{running(1, 1)}
+	for range 12 {
+		states = append(states, running(1, 1))
+	}
+	states = append(states, done(1, 2, "ok"))
+	s := &script{states: states}
+	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: s.next}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, func(cfg *CoreConfig) { cfg.Budgets["test"] = Budget{MinEditInterval: time.Millisecond} })
+	if err := c.HandleMessage(context.Background(), &recPoster{clock: clock}, msg("e1", "go")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	waits := clock.Waits()
+	if len(waits) < 8 || waits[0] != 150*time.Millisecond || waits[1] != 225*time.Millisecond {
+		t.Fatalf("waits = %v, want 150ms, 225ms, ...", waits)
+	}
+	for i := 1; i < len(waits); i++ {
+		if waits[i] < waits[i-1] || waits[i] > time.Second {
+			t.Errorf("wait %d is %v after %v: want a growing interval capped at 1s", i, waits[i], waits[i-1])
+		}
+	}
+	if waits[len(waits)-1] != time.Second {
+		t.Errorf("interval never reached 1s: %v", waits)
+	}
+}
+
+func TestWatcherIgnoresEarlierTurnsComplete(t *testing.T) {
+	s := &script{states: []workflows.TurnState{
+		done(4, 10, "old answer"), done(4, 10, "old answer"), done(4, 10, "old answer"),
+		running(5, 11), done(5, 12, "new answer"),
+	}}
+	f := &fakeSessions{SendFn: sendTurn(5, false), TurnStateFn: s.next}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, nil)
+	p := &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg("e5", "next")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	if got := texts(p); !reflect.DeepEqual(got, []string{"new answer"}) {
+		t.Errorf("final messages = %q, want only turn 5's", got)
+	}
+	for _, r := range f.Refs() {
+		if r.Turn != 5 {
+			t.Errorf("recorded a ref for turn %d", r.Turn)
+		}
+	}
+}
+
+func TestWatcherFinalNotRepostedAfterRestart(t *testing.T) {
+	// Turn ended and both messages were recorded: a redelivered event
+	// watches again but changes nothing.
+	ended := done(3, 9, "answer")
+	ended.StatusRef, ended.FinalRef = "m1", "t1"
+	f := &fakeSessions{SendFn: sendTurn(3, true), TurnStateFn: (&script{states: []workflows.TurnState{ended}}).next}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, nil)
+	p := &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg("e3", "again")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	if ev := p.Events(); len(ev) != 0 {
+		t.Errorf("a finalized turn was shown again: %+v", ev)
+	}
+	if n := f.count("chat_ref"); n != 0 {
+		t.Errorf("%d chat refs recorded for a finalized turn", n)
+	}
+
+	// Ended after its status message, before its answer (the bot died in
+	// between): Resume edits the same message and posts the answer once.
+	half := done(3, 9, "answer")
+	half.StatusRef = "m1"
+	sum := SessionSummary{WorkflowID: testThread.ID(), Location: testThread, Running: true}
+	f2 := &fakeSessions{
+		ListFn:      func(ListFilter) ([]SessionSummary, error) { return []SessionSummary{sum}, nil },
+		TurnStateFn: (&script{states: []workflows.TurnState{half}}).next,
+	}
+	c2 := newTestCore(t, f2, clock, nil)
+	p2 := &recPoster{clock: clock}
+	if err := c2.Resume(context.Background(), p2, "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c2, testThread)
+	if len(p2.ops("post")) != 0 || len(p2.ops("edit")) != 1 || p2.ops("edit")[0].Ref != "m1" {
+		t.Errorf("events = %+v, want one edit of m1 and no new status message", p2.Events())
+	}
+	if got := texts(p2); !reflect.DeepEqual(got, []string{"answer"}) {
+		t.Errorf("final messages = %q", got)
+	}
+	if refs := f2.Refs(); len(refs) != 1 || refs[0].Kind != "final" {
+		t.Errorf("refs = %+v, want the final one", refs)
+	}
+}
+
+func TestResumeEditsExistingStatusMessage(t *testing.T) {
+	active := running(7, 5, "make")
+	active.StatusRef = "m42"
+	idle := done(2, 3, "x")
+	idle.StatusRef, idle.FinalRef = "m1", "t1"
+	other := Thread{Platform: "test", Channel: "C1", Thread: "T9"}
+	sessions := map[string]*script{
+		testThread.ID(): {states: []workflows.TurnState{active, active, active, done(7, 6, "built")}},
+		other.ID():      {states: []workflows.TurnState{idle}},
+	}
+	f := &fakeSessions{
+		ListFn: func(fl ListFilter) ([]SessionSummary, error) {
+			if fl.Platform != "test" || !fl.ActiveOnly {
+				t.Errorf("list filter = %+v", fl)
+			}
+			return []SessionSummary{{WorkflowID: testThread.ID(), Location: testThread}, {WorkflowID: other.ID(), Location: other}}, nil
+		},
+		TurnStateFn: func(id string) (workflows.TurnState, error) { return sessions[id].next(id) },
+	}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, nil)
+	p := &recPoster{clock: clock}
+	if err := c.Resume(context.Background(), p, "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	waitIdle(t, c, other)
+	if n := len(p.ops("post")); n != 0 {
+		t.Errorf("%d new status messages after a restart, want 0", n)
+	}
+	edits := p.ops("edit")
+	if len(edits) != 2 || edits[0].Ref != "m42" || edits[1].Ref != "m42" || edits[1].Card.Title != "✅ Done" {
+		t.Errorf("edits = %+v, want m42 edited to Running then Done", edits)
+	}
+	if got := texts(p); !reflect.DeepEqual(got, []string{"built"}) {
+		t.Errorf("final messages = %q", got)
+	}
+	if sessions[other.ID()].polls != 1 {
+		t.Errorf("the idle session was polled %d times after the resume check, want none", sessions[other.ID()].polls-1)
+	}
+}
+
+func TestWatcherMissedTurnEnd(t *testing.T) {
+	hist := []workflows.HistoryEntry{
+		{Turn: 5, Msg: agent.Message{Role: agent.RoleUser, Content: "do it"}},
+		{Turn: 5, Msg: agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{{ID: "c", Name: "shell"}}}},
+		{Turn: 5, Msg: agent.Message{Role: agent.RoleAssistant, Content: "turn five answer"}},
+		{Turn: 6, Msg: agent.Message{Role: agent.RoleUser, Content: "more"}},
+	}
+	f := &fakeSessions{
+		SendFn:      sendTurn(5, false),
+		TurnStateFn: (&script{states: []workflows.TurnState{running(5, 1), running(5, 2, "ls"), running(6, 4)}}).next,
+		HistoryFn:   func(string, workflows.HistoryRequest) ([]workflows.HistoryEntry, error) { return hist, nil },
+	}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, nil)
+	p := &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg("e5", "do it")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	edits := p.ops("edit")
+	if len(edits) == 0 || edits[len(edits)-1].Card.Title != "✅ Done" {
+		t.Fatalf("edits = %+v, want the card closed as Done", edits)
+	}
+	if got := texts(p); !reflect.DeepEqual(got, []string{"turn five answer"}) {
+		t.Errorf("final messages = %q, want turn 5's answer from the transcript", got)
+	}
+	if n := len(p.ops("post")); n != 1 {
+		t.Errorf("%d status messages: turn 6 was not asked for and must not be shown", n)
+	}
+
+	// The turn ended before the first poll: its answer still comes.
+	f.TurnStateFn = (&script{states: []workflows.TurnState{running(6, 4)}}).next
+	p = &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg("e5b", "do it")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	if got := texts(p); !reflect.DeepEqual(got, []string{"turn five answer"}) || len(p.ops("post")) != 0 {
+		t.Errorf("events = %+v, want only turn 5's answer", p.Events())
+	}
+}
+
+func TestWatcherDedupesConcurrentWatches(t *testing.T) {
+	release := make(chan struct{})
+	posting := make(chan struct{}, 1)
+	f := &fakeSessions{TurnStateFn: (&script{states: []workflows.TurnState{running(1, 1), done(1, 2, "ok")}}).next}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, nil)
+	p := &recPoster{clock: clock, PostFn: func(Card) error {
+		posting <- struct{}{}
+		<-release
+		return nil
+	}}
+	f.SendFn = sendTurn(1, false)
+	if err := c.HandleMessage(context.Background(), p, msg("e1", "go")); err != nil {
+		t.Fatal(err)
+	}
+	<-posting // the watcher is inside Post
+	f.SendFn = sendTurn(1, true)
+	if err := c.HandleMessage(context.Background(), p, msg("e1", "go")); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	waitIdle(t, c, testThread)
+	if n := f.count("send"); n != 2 {
+		t.Fatalf("%d sends, want 2", n)
+	}
+	if n := len(p.ops("post")); n != 1 {
+		t.Errorf("%d status messages, want 1", n)
+	}
+	if got := texts(p); len(got) != 1 {
+		t.Errorf("final messages = %q, want one", got)
+	}
+}
+
+func TestWatcherSurvivesFailedEditAndUsesLimiter(t *testing.T) {
+	var fails atomic.Int32
+	var waits atomic.Int32
+	f := &fakeSessions{SendFn: sendTurn(1, false),
+		TurnStateFn: (&script{states: []workflows.TurnState{running(1, 1), running(1, 2, "a"), running(1, 2, "a"), running(1, 2, "a"), running(1, 2, "a"), running(1, 2, "a"), running(1, 3, "a", "b"), done(1, 4, "fin")}}).next}
+	clock := newAutoClock()
+	lim := limiterFunc(func(context.Context) error { waits.Add(1); return nil })
+	c := newTestCore(t, f, clock, func(cfg *CoreConfig) { cfg.Budgets["test"] = Budget{MinEditInterval: time.Second, Limiter: lim} })
+	p := &recPoster{clock: clock, EditFn: func(string, Card) error {
+		if fails.Add(1) == 1 {
+			return errBoom
+		}
+		return nil
+	}}
+	if err := c.HandleMessage(context.Background(), p, msg("e1", "go")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	edits := p.ops("edit")
+	if len(edits) == 0 || edits[len(edits)-1].Card.Title != "✅ Done" {
+		t.Fatalf("edits = %+v, want the watcher to go on after a failed edit", edits)
+	}
+	if got := texts(p); !reflect.DeepEqual(got, []string{"fin"}) {
+		t.Errorf("final messages = %q", got)
+	}
+	calls := int32(len(p.Events())) + fails.Load() - int32(len(edits)) // failed edits also waited
+	if waits.Load() != calls {
+		t.Errorf("limiter waited %d times for %d platform calls", waits.Load(), calls)
+	}
+}
+
+type limiterFunc func(context.Context) error
+
+func (f limiterFunc) Wait(ctx context.Context) error { return f(ctx) }
+
+func TestWatcherStopsWhenSessionPaused(t *testing.T) {
+	paused := workflows.TurnState{Turn: 4, Version: 8, Status: workflows.StatusComplete, Paused: true}
+	f := &fakeSessions{SendFn: sendTurn(5, false), TurnStateFn: (&script{states: []workflows.TurnState{paused}}).next}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, nil)
+	p := &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg("e1", "go")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	if n := f.count("turn_state"); n != 1 || len(p.Events()) != 0 {
+		t.Errorf("paused session: %d polls, events %+v", n, p.Events())
+	}
+}

@@ -1,0 +1,343 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+)
+
+// ApplicationError types the sandbox activities fail with. All of them are
+// non-retryable: retrying cannot help, the workflow has to react (tell the
+// user, restore elsewhere, pick another backend). Errors without one of
+// these types are transient and retried by the activity's retry policy.
+const (
+	// ErrTypeBadRequest: the request itself is malformed.
+	ErrTypeBadRequest = "SandboxBadRequest"
+	// ErrTypeUnknownBackend: this worker does not serve the backend.
+	ErrTypeUnknownBackend = "SandboxUnknownBackend"
+	// ErrTypeUnavailable: the backend cannot serve requests right now
+	// (daemon down, image missing, root unusable).
+	ErrTypeUnavailable = "SandboxUnavailable"
+	// ErrTypeNotFound: the handle's sandbox no longer exists. From Exec it
+	// means no command ran, so the call may be retried after Ensure.
+	ErrTypeNotFound = "SandboxNotFound"
+	// ErrTypeSnapshotNotFound: a snapshot key does not exist.
+	ErrTypeSnapshotNotFound = "SnapshotNotFound"
+	// ErrTypeRestoreFailed: a snapshot could not be restored (corrupt or
+	// unsafe archive).
+	ErrTypeRestoreFailed = "SandboxRestoreFailed"
+)
+
+// SnapshotStore is what the activities need from the snapshot store
+// (sandbox/blobstore implements it). Implementations must be safe for
+// concurrent use; a missing key yields an error wrapping
+// ErrSnapshotNotFound.
+type SnapshotStore interface {
+	// Put streams r into key; the object appears only if r reaches EOF.
+	Put(ctx context.Context, key string, r io.Reader) (int64, error)
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	Copy(ctx context.Context, from, to string) error
+	DeletePrefix(ctx context.Context, prefix string) (int, error)
+}
+
+// Activities are the sandbox activities of the session workflow. Register
+// one value per worker and reference the methods by value from workflow
+// code (workflow.ExecuteActivity(ctx, a.Exec, req)).
+type Activities struct {
+	// Backends are the backends this worker serves.
+	Backends Backends
+	// Store holds workspace snapshots.
+	Store SnapshotStore
+	// HostQueue is this worker's host-specific task queue. Handles of
+	// host-bound backends get it as their TaskQueue, so later activities
+	// for them run here.
+	HostQueue string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Notices the Ensure activity returns for the user.
+const (
+	NoticeRestoredAfterLoss = "The sandbox was lost; restored the workspace from the last snapshot."
+	NoticeLostNoSnapshot    = "The sandbox was lost and there was no snapshot to restore; starting with an empty workspace."
+	NoticeSnapshotMissing   = "The workspace snapshot could not be found; starting with an empty workspace."
+	noticeSwitched          = "Switched to the %s sandbox; restored the workspace from the last snapshot."
+)
+
+func (a *Activities) log() *slog.Logger {
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return slog.Default()
+}
+
+func badRequest(format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrTypeBadRequest, nil)
+}
+
+func (a *Activities) backend(name string) (Backend, error) {
+	b, err := a.Backends.Get(name)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUnknownBackend, err)
+	}
+	return b, nil
+}
+
+// classify turns a backend error into an activity error: permanent
+// conditions become typed non-retryable errors, the rest stay plain so the
+// retry policy handles them.
+func classify(op string, err error) error {
+	msg := fmt.Sprintf("sandbox: %s: %v", op, err)
+	switch {
+	case errors.Is(err, ErrUnavailable):
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeUnavailable, err)
+	case errors.Is(err, ErrNotFound):
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeNotFound, err)
+	case errors.Is(err, ErrSnapshotNotFound):
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeSnapshotNotFound, err)
+	case errors.Is(err, ErrUnknownBackend):
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeUnknownBackend, err)
+	}
+	return fmt.Errorf("sandbox: %s: %w", op, err)
+}
+
+// Ensure returns a live sandbox for the session: the current one if it is
+// still alive, otherwise a new one filled from req.Snapshot. For a handle
+// of a host-bound backend it must run on the handle's TaskQueue; when that
+// host is gone the workflow calls it again on the shared queue without the
+// handle, and the session continues from its snapshot on another host.
+func (a *Activities) Ensure(ctx context.Context, req EnsureRequest) (EnsureResult, error) {
+	if req.SessionID == "" || req.Backend == "" {
+		return EnsureResult{}, badRequest("sandbox: ensure: session_id and backend are required")
+	}
+	b, err := a.backend(req.Backend)
+	if err != nil {
+		return EnsureResult{}, err
+	}
+	stop := heartbeatWhileRunning(ctx, nil)
+	defer stop()
+
+	lost := false
+	if h := req.Handle; h != nil && h.Backend == req.Backend {
+		alive, err := b.Alive(ctx, *h)
+		if err != nil {
+			return EnsureResult{}, classify("ensure: alive", err)
+		}
+		if alive {
+			out := *h
+			if out.TaskQueue == "" {
+				out.TaskQueue = a.taskQueue(b)
+			}
+			return EnsureResult{Handle: out}, nil
+		}
+		lost = true
+		a.log().Warn("sandbox lost; creating a new one", "session_id", req.SessionID, "sandbox", h.ID, "backend", h.Backend)
+	}
+
+	h, err := b.Create(ctx, Spec{SessionID: req.SessionID, Labels: req.Labels})
+	if err != nil {
+		return EnsureResult{}, classify("ensure: create", err)
+	}
+	h.TaskQueue = a.taskQueue(b)
+	res := EnsureResult{Handle: h, Created: true}
+	if req.Snapshot == "" {
+		if lost {
+			res.Notice = NoticeLostNoSnapshot
+		}
+		return res, nil
+	}
+	if err := a.restore(ctx, b, h, req.Snapshot); err != nil {
+		if errors.Is(err, ErrSnapshotNotFound) {
+			a.log().Warn("snapshot missing; continuing with an empty workspace", "session_id", req.SessionID, "key", req.Snapshot)
+			res.Notice = NoticeSnapshotMissing
+			return res, nil
+		}
+		// Do not leave a half-made sandbox nobody holds a handle to.
+		if derr := b.Destroy(context.WithoutCancel(ctx), h); derr != nil {
+			a.log().Warn("cannot destroy sandbox after failed restore", "sandbox", h.ID, "error", derr)
+		}
+		if errors.Is(err, ErrUnsafeArchive) || errors.Is(err, ErrBadKey) {
+			msg := fmt.Sprintf("sandbox: ensure: restore %s: %v", req.Snapshot, err)
+			return EnsureResult{}, temporal.NewNonRetryableApplicationError(msg, ErrTypeRestoreFailed, err)
+		}
+		return EnsureResult{}, classify("ensure: restore "+req.Snapshot, err)
+	}
+	res.Restored = true
+	switch {
+	case lost:
+		res.Notice = NoticeRestoredAfterLoss
+	case req.Handle != nil:
+		res.Notice = fmt.Sprintf(noticeSwitched, req.Backend)
+	}
+	a.log().Info("sandbox restored from snapshot", "session_id", req.SessionID, "sandbox", h.ID, "key", req.Snapshot)
+	return res, nil
+}
+
+func (a *Activities) taskQueue(b Backend) string {
+	if hb, ok := b.(HostBound); ok && hb.HostBound() {
+		return a.HostQueue
+	}
+	return ""
+}
+
+func (a *Activities) restore(ctx context.Context, b Backend, h Handle, key string) error {
+	if a.Store == nil {
+		return errors.New("no snapshot store configured")
+	}
+	if err := CheckKey(key); err != nil {
+		return err
+	}
+	r, err := a.Store.Open(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return b.Import(ctx, h, r)
+}
+
+// Snapshot writes the workspace to req.Key unless its fingerprint still
+// equals req.PrevFingerprint. The archive streams from the backend into
+// the store through a pipe; nothing holds the whole workspace in memory.
+func (a *Activities) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResult, error) {
+	if err := CheckKey(req.Key); err != nil {
+		return SnapshotResult{}, badRequest("sandbox: snapshot: %v", err)
+	}
+	if a.Store == nil {
+		return SnapshotResult{}, badRequest("sandbox: snapshot: no snapshot store configured")
+	}
+	b, err := a.backend(req.Handle.Backend)
+	if err != nil {
+		return SnapshotResult{}, err
+	}
+	stop := heartbeatWhileRunning(ctx, nil)
+	defer stop()
+
+	var fp string
+	if f, ok := b.(Fingerprinter); ok {
+		if fp, err = f.Fingerprint(ctx, req.Handle); err != nil {
+			return SnapshotResult{}, classify("snapshot: fingerprint", err)
+		}
+		if fp != "" && fp == req.PrevFingerprint {
+			return SnapshotResult{Written: false, Fingerprint: fp}, nil
+		}
+	}
+	pr, pw := io.Pipe()
+	exported := make(chan error, 1)
+	go func() {
+		err := b.Export(ctx, req.Handle, pw)
+		pw.CloseWithError(err) // nil: the reader sees EOF
+		exported <- err
+	}()
+	n, putErr := a.Store.Put(ctx, req.Key, pr)
+	if putErr != nil {
+		pr.CloseWithError(putErr) // unblock the exporter
+	}
+	if err := <-exported; err != nil {
+		return SnapshotResult{}, classify("snapshot: export", err)
+	}
+	if putErr != nil {
+		return SnapshotResult{}, classify("snapshot: store", putErr)
+	}
+	return SnapshotResult{Written: true, Key: req.Key, Fingerprint: fp, Bytes: n}, nil
+}
+
+// CopySnapshot copies a snapshot to a new key, so a fork owns its own copy
+// and never shares a key with its source.
+func (a *Activities) CopySnapshot(ctx context.Context, req CopySnapshotRequest) error {
+	for _, k := range []string{req.From, req.To} {
+		if err := CheckKey(k); err != nil {
+			return badRequest("sandbox: copy snapshot: %v", err)
+		}
+	}
+	if req.From == req.To {
+		return badRequest("sandbox: copy snapshot: from and to are the same key %q", req.From)
+	}
+	if a.Store == nil {
+		return badRequest("sandbox: copy snapshot: no snapshot store configured")
+	}
+	if err := a.Store.Copy(ctx, req.From, req.To); err != nil {
+		return classify("copy snapshot", err)
+	}
+	return nil
+}
+
+// Destroy removes the session's sandbox (when a handle is given; for a
+// host-bound backend run it on the handle's TaskQueue) and, if asked, all
+// snapshots under the session's prefix. Both steps are idempotent.
+func (a *Activities) Destroy(ctx context.Context, req DestroyRequest) error {
+	if req.DeleteSnapshots && req.SessionID == "" {
+		return badRequest("sandbox: destroy: session_id is required to delete snapshots")
+	}
+	if req.Handle != nil {
+		b, err := a.backend(req.Handle.Backend)
+		if err != nil {
+			return err
+		}
+		if err := b.Destroy(ctx, *req.Handle); err != nil {
+			return classify("destroy", err)
+		}
+	}
+	if req.DeleteSnapshots {
+		if a.Store == nil {
+			return badRequest("sandbox: destroy: no snapshot store configured")
+		}
+		n, err := a.Store.DeletePrefix(ctx, SessionPrefix(req.SessionID))
+		if err != nil {
+			return classify("destroy: delete snapshots", err)
+		}
+		a.log().Info("deleted session snapshots", "session_id", req.SessionID, "count", n)
+	}
+	return nil
+}
+
+// ServedBackends returns the names of the backends this worker serves,
+// sorted. Workers of one deployment are expected to serve the same set;
+// the answer comes from whichever worker runs the activity.
+func (a *Activities) ServedBackends(ctx context.Context) ([]string, error) {
+	return a.Backends.Names(), nil
+}
+
+// heartbeatWhileRunning records a heartbeat at once and then regularly
+// until stop is called, with details() (if not nil) as the details. The
+// interval is a third of the activity's heartbeat timeout, so long
+// commands, exports and restores are not mistaken for a dead worker, and a
+// cancellation reaches the activity promptly.
+func heartbeatWhileRunning(ctx context.Context, details func() any) (stop func()) {
+	beat := func() {
+		if details != nil {
+			activity.RecordHeartbeat(ctx, details())
+		} else {
+			activity.RecordHeartbeat(ctx)
+		}
+	}
+	interval := activity.GetInfo(ctx).HeartbeatTimeout / 3
+	if interval <= 0 {
+		interval = DefaultHeartbeatTimeout / 3
+	}
+	interval = max(interval, 100*time.Millisecond)
+	beat()
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				beat()
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}

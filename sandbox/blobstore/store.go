@@ -1,0 +1,181 @@
+// Package blobstore is the snapshot store on gocloud.dev/blob: a directory
+// for one machine (file:///var/lib/sandbot/snapshots) or S3-compatible
+// storage for a cluster (s3://bucket?endpoint=...&use_path_style=true).
+//
+// Snapshots stream through it; nothing buffers a whole workspace in
+// memory. Keys are laid out by sandbox.SnapshotKey and sandbox.SessionPrefix.
+package blobstore
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+	"gocloud.dev/blob/s3blob"
+	"gocloud.dev/gcerrors"
+
+	"github.com/sandbot/sandbot/sandbox"
+)
+
+// copyBuffer is the buffer size for streaming into the store.
+const copyBuffer = 1 << 20
+
+// ErrNotFound is returned (wrapped) for a key that does not exist.
+var ErrNotFound = sandbox.ErrSnapshotNotFound
+
+// Store reads and writes snapshots. It is safe for concurrent use.
+type Store struct {
+	bucket *blob.Bucket
+	where  string // URL without query, for messages
+}
+
+// Schemes lists the URL schemes Open accepts.
+var Schemes = []string{fileblob.Scheme, s3blob.Scheme}
+
+// Open opens the store at rawURL. For file:// URLs the directory is
+// created if missing and temporary files are kept beside their targets
+// (so the final rename never crosses file systems) unless the URL says
+// otherwise; metadata sidecar files are not written.
+func Open(ctx context.Context, rawURL string) (*Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("blobstore: open: bad URL %q: %w", rawURL, err)
+	}
+	switch u.Scheme {
+	case fileblob.Scheme:
+		q := u.Query()
+		for k, v := range map[string]string{"create_dir": "true", "no_tmp_dir": "true", "metadata": "skip"} {
+			if !q.Has(k) {
+				q.Set(k, v)
+			}
+		}
+		u.RawQuery = q.Encode()
+	case s3blob.Scheme:
+	default:
+		return nil, fmt.Errorf("blobstore: open: unsupported scheme %q in %q; use one of %s (e.g. file:///var/lib/sandbot/snapshots or s3://bucket?region=us-east-1)",
+			u.Scheme, redact(u), strings.Join(Schemes, ", "))
+	}
+	b, err := blob.OpenBucket(ctx, u.String())
+	if err != nil {
+		return nil, fmt.Errorf("blobstore: open %s: %w", redact(u), err)
+	}
+	return &Store{bucket: b, where: redact(u)}, nil
+}
+
+// redact drops the query (which may carry credentials) and user info.
+func redact(u *url.URL) string {
+	c := *u
+	c.RawQuery, c.User = "", nil
+	return c.String()
+}
+
+// Close releases the bucket.
+func (s *Store) Close() error { return s.bucket.Close() }
+
+// String names the store for logs.
+func (s *Store) String() string { return s.where }
+
+// Put streams r into key and returns the bytes written. The object appears
+// only if r is read to EOF without error; a failed or canceled Put leaves
+// any previous object under key as it was.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
+	if err := sandbox.CheckKey(key); err != nil {
+		return 0, fmt.Errorf("blobstore: put: %w", err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/x-tar", BufferSize: 8 << 20})
+	if err != nil {
+		return 0, fmt.Errorf("blobstore: put %s: %w", key, err)
+	}
+	n, err := io.CopyBuffer(w, onlyReader{r}, make([]byte, copyBuffer))
+	if err != nil {
+		cancel() // abort: the writer discards what it has
+		_ = w.Close()
+		return n, fmt.Errorf("blobstore: put %s: %w", key, err)
+	}
+	if err := w.Close(); err != nil {
+		return n, fmt.Errorf("blobstore: put %s: %w", key, err)
+	}
+	return n, nil
+}
+
+// onlyReader hides WriterTo so the copy uses our large buffer.
+type onlyReader struct{ io.Reader }
+
+// Open returns a reader for key. The caller closes it. A missing key
+// yields an error wrapping ErrNotFound.
+func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	if err := sandbox.CheckKey(key); err != nil {
+		return nil, fmt.Errorf("blobstore: open %s: %w", key, err)
+	}
+	r, err := s.bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		return nil, fmt.Errorf("blobstore: open %s: %w", key, notFound(err))
+	}
+	return r, nil
+}
+
+// Exists reports whether key exists.
+func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
+	if err := sandbox.CheckKey(key); err != nil {
+		return false, fmt.Errorf("blobstore: exists: %w", err)
+	}
+	ok, err := s.bucket.Exists(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("blobstore: exists %s: %w", key, err)
+	}
+	return ok, nil
+}
+
+// Copy copies from to to inside the store (server-side where the service
+// supports it). A missing source yields an error wrapping ErrNotFound.
+func (s *Store) Copy(ctx context.Context, from, to string) error {
+	for _, k := range []string{from, to} {
+		if err := sandbox.CheckKey(k); err != nil {
+			return fmt.Errorf("blobstore: copy: %w", err)
+		}
+	}
+	if err := s.bucket.Copy(ctx, to, from, nil); err != nil {
+		return fmt.Errorf("blobstore: copy %s to %s: %w", from, to, notFound(err))
+	}
+	return nil
+}
+
+// DeletePrefix deletes every key under prefix (which must end with "/",
+// so "sessions/a/" never touches "sessions/ab/") and returns how many
+// were deleted. Keys that vanish meanwhile are not an error.
+func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
+	if err := sandbox.CheckPrefix(prefix); err != nil {
+		return 0, fmt.Errorf("blobstore: delete prefix: %w", err)
+	}
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	n := 0
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("blobstore: delete prefix %s: list: %w", prefix, err)
+		}
+		if obj.IsDir {
+			continue
+		}
+		if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return n, fmt.Errorf("blobstore: delete %s: %w", obj.Key, err)
+		}
+		n++
+	}
+}
+
+func notFound(err error) error {
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return err
+}

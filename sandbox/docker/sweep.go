@@ -1,0 +1,64 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+)
+
+// Sweep removes sandbot containers on this daemon whose session is gone:
+// every container labelled sandbot.managed=true whose sandbot.session the
+// alive callback reports as ended. A container is kept whenever alive
+// fails for its session (an unsure answer must not destroy a workspace);
+// those failures are joined into the returned error, after the other
+// containers were handled. It returns the IDs of the removed containers.
+//
+// alive is called at most once per session and may be slow (a Temporal
+// describe call, for example); Sweep checks ctx between containers.
+func (b *Backend) Sweep(ctx context.Context, alive func(sessionID string) (bool, error)) (removed []string, err error) {
+	list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{
+		All:     true,
+		Filters: make(client.Filters).Add("label", LabelManaged+"=true"),
+	})
+	if err != nil {
+		return nil, b.classify("sweep: list containers", err)
+	}
+	verdicts := map[string]bool{}
+	var errs []error
+	for _, c := range list.Items {
+		if err := ctx.Err(); err != nil {
+			return removed, fmt.Errorf("docker: sweep: %w", err)
+		}
+		session := c.Labels[LabelSession]
+		if session == "" {
+			continue // not one of our session containers; leave it alone
+		}
+		live, seen := verdicts[session]
+		if !seen {
+			var aerr error
+			live, aerr = alive(session)
+			if aerr != nil {
+				errs = append(errs, fmt.Errorf("session %q: %w", session, aerr))
+				live = true
+			}
+			verdicts[session] = live
+		}
+		if live {
+			continue
+		}
+		_, rerr := b.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		if rerr != nil && !cerrdefs.IsNotFound(rerr) {
+			errs = append(errs, b.classify("sweep: remove "+c.ID, rerr))
+			continue
+		}
+		b.log.Info("docker: removed orphan sandbox", "sandbox", c.ID, "workflow_id", session)
+		removed = append(removed, c.ID)
+	}
+	if len(errs) > 0 {
+		return removed, fmt.Errorf("docker: sweep: %w", errors.Join(errs...))
+	}
+	return removed, nil
+}

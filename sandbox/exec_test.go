@@ -1,0 +1,277 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/sandbox/local"
+	"github.com/sandbot/sandbot/sandbox/sandboxtest"
+)
+
+func TestExecRunsCommandsInOrderAndHeartbeats(t *testing.T) {
+	f := newFixture(t)
+	var mu sync.Mutex
+	var beats []sandbox.ExecProgress
+	f.env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
+		var p sandbox.ExecProgress
+		if details.HasValues() && details.Get(&p) == nil {
+			mu.Lock()
+			beats = append(beats, p)
+			mu.Unlock()
+		}
+	})
+	h := f.ensure(t, sandbox.EnsureRequest{SessionID: "s", Backend: local.Name}).Handle
+	req := sandbox.ExecRequest{Handle: h, CallID: "call-1", Commands: []string{
+		"echo one > order",
+		"echo two >&2; exit 3",
+		"cat no-such-file",
+		"echo four >> order; cat order",
+	}}
+	res, err := run[sandbox.ExecResult](f.env, f.acts.Exec, req)
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if len(res.Results) != 4 {
+		t.Fatalf("got %d results, want 4", len(res.Results))
+	}
+	r := res.Results
+	if r[0].ExitCode != 0 || r[1].ExitCode != 3 || r[1].Stderr != "two\n" || r[2].ExitCode == 0 || r[2].Stderr == "" {
+		t.Errorf("results %+v", r)
+	}
+	if r[3].Stdout != "one\nfour\n" {
+		t.Errorf("a failing command stopped the ones after it, or order broke: last stdout %q", r[3].Stdout)
+	}
+	for i, cr := range r {
+		if cr.Command != req.Commands[i] || cr.Interrupted || cr.Skipped || cr.Error != "" {
+			t.Errorf("result %d = %+v", i, cr)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(beats) == 0 || beats[0].CallID != "call-1" {
+		t.Errorf("no heartbeat with progress details was recorded: %+v", beats)
+	}
+}
+
+// TestExecNeverRunsACommandTwice simulates the retry of an Exec whose
+// worker died while its second command ran: the recorded progress says
+// command 0 finished and command 1 started.
+func TestExecNeverRunsACommandTwice(t *testing.T) {
+	f := newFixture(t)
+	h := f.ensure(t, sandbox.EnsureRequest{SessionID: "s", Backend: local.Name}).Handle
+	req := sandbox.ExecRequest{Handle: h, CallID: "call-7", Commands: []string{
+		"echo a >> marker", "echo b >> marker", "echo c >> marker",
+	}}
+	first := sandbox.CommandResult{Command: req.Commands[0], Result: sandbox.Result{Stdout: "done-a", ExitCode: 0}}
+	f.env.SetHeartbeatDetails(sandbox.ExecProgress{CallID: "call-7", Started: 1, Results: []sandbox.CommandResult{first}})
+
+	res, err := run[sandbox.ExecResult](f.env, f.acts.Exec, req)
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if len(res.Results) != 3 {
+		t.Fatalf("got %d results", len(res.Results))
+	}
+	if got := res.Results[0]; got.Stdout != "done-a" || got.Interrupted {
+		t.Errorf("finished command's recorded result not kept: %+v", got)
+	}
+	for i := 1; i < 3; i++ {
+		if got := res.Results[i]; !got.Interrupted || got.Skipped || got.Error == "" || got.Command != req.Commands[i] {
+			t.Errorf("command %d = %+v, want Interrupted with an explanation", i, got)
+		}
+	}
+	if !strings.Contains(res.Results[1].Error, "running") {
+		t.Errorf("the command that was running should say so: %q", res.Results[1].Error)
+	}
+	if _, err := os.Stat(filepath.Join(h.Workdir, "marker")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a command ran again on the retry (marker file: %v)", err)
+	}
+}
+
+func TestExecRetryWithForeignProgressRunsNothing(t *testing.T) {
+	f := newFixture(t)
+	h := f.ensure(t, sandbox.EnsureRequest{SessionID: "s", Backend: local.Name}).Handle
+	f.env.SetHeartbeatDetails(sandbox.ExecProgress{CallID: "other-call", Started: 0,
+		Results: []sandbox.CommandResult{{Command: "echo x >> marker"}}})
+	res, err := run[sandbox.ExecResult](f.env, f.acts.Exec, sandbox.ExecRequest{Handle: h, CallID: "call-8", Commands: []string{"echo x >> marker"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Results) != 1 || !res.Results[0].Interrupted {
+		t.Errorf("results %+v, want one Interrupted", res.Results)
+	}
+	if _, err := os.Stat(filepath.Join(h.Workdir, "marker")); !errors.Is(err, os.ErrNotExist) {
+		t.Error("a command ran on a retry")
+	}
+}
+
+func TestExecErrors(t *testing.T) {
+	f := newFixture(t)
+	h := f.ensure(t, sandbox.EnsureRequest{SessionID: "s", Backend: local.Name}).Handle
+
+	_, err := run[sandbox.ExecResult](f.env, f.acts.Exec, sandbox.ExecRequest{Handle: h})
+	appErr(t, err, sandbox.ErrTypeBadRequest)
+	_, err = run[sandbox.ExecResult](f.env, f.acts.Exec, sandbox.ExecRequest{Handle: h, Commands: make([]string, sandbox.MaxCommands+1)})
+	appErr(t, err, sandbox.ErrTypeBadRequest)
+	foreign := h
+	foreign.Backend = "daytona"
+	_, err = run[sandbox.ExecResult](f.env, f.acts.Exec, sandbox.ExecRequest{Handle: foreign, Commands: []string{"true"}})
+	appErr(t, err, sandbox.ErrTypeUnknownBackend)
+
+	if err := os.RemoveAll(h.Workdir); err != nil {
+		t.Fatal(err)
+	}
+	_, err = run[sandbox.ExecResult](f.env, f.acts.Exec, sandbox.ExecRequest{Handle: h, Commands: []string{"true"}})
+	appErr(t, err, sandbox.ErrTypeNotFound)
+}
+
+func TestExecOutputStaysWithinBudget(t *testing.T) {
+	f := newFixture(t)
+	h := f.ensure(t, sandbox.EnsureRequest{SessionID: "s", Backend: local.Name}).Handle
+	req := sandbox.ExecRequest{Handle: h, OutputCap: 1 << 20}
+	for range 40 {
+		req.Commands = append(req.Commands, "yes | head -c 200000")
+	}
+	res, err := run[sandbox.ExecResult](f.env, f.acts.Exec, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, r := range res.Results {
+		total += len(r.Stdout) + len(r.Stderr)
+		if !r.Truncated || len(r.Stdout) > sandbox.ExecOutputCap(req) {
+			t.Fatalf("result kept %d bytes (truncated=%v), cap %d", len(r.Stdout), r.Truncated, sandbox.ExecOutputCap(req))
+		}
+	}
+	if total > sandbox.ExecOutputBudget {
+		t.Errorf("ExecResult holds %d output bytes, budget %d", total, sandbox.ExecOutputBudget)
+	}
+}
+
+func TestTimeoutHelpers(t *testing.T) {
+	for _, tc := range []struct {
+		in, want time.Duration
+	}{
+		{0, sandbox.DefaultCommandTimeout},
+		{-time.Second, sandbox.DefaultCommandTimeout},
+		{5 * time.Second, 5 * time.Second},
+		{48 * time.Hour, sandbox.MaxCommandTimeout},
+	} {
+		if got := sandbox.CommandTimeout(tc.in); got != tc.want {
+			t.Errorf("CommandTimeout(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+	req := sandbox.ExecRequest{Commands: []string{"a", "b", "c"}, Timeout: 10 * time.Second}
+	if got, want := sandbox.ExecActivityTimeout(req), 30*time.Second+sandbox.ExecTimeoutMargin; got != want {
+		t.Errorf("ExecActivityTimeout = %v, want %v", got, want)
+	}
+	req.Timeout = 24 * time.Hour
+	if got := sandbox.ExecActivityTimeout(req); got <= 3*sandbox.MaxCommandTimeout {
+		t.Errorf("ExecActivityTimeout %v does not exceed the commands' total clamped time", got)
+	}
+	for _, tc := range []struct {
+		n, requested, want int
+	}{
+		{1, 0, sandbox.DefaultOutputCap},
+		{1, 1000, 1000},
+		{1, 10 << 20, sandbox.ExecOutputBudget / 2},
+		{64, 0, sandbox.ExecOutputBudget / 128},
+	} {
+		req := sandbox.ExecRequest{Commands: make([]string, tc.n), OutputCap: tc.requested}
+		if got := sandbox.ExecOutputCap(req); got != tc.want {
+			t.Errorf("ExecOutputCap(%d commands, cap %d) = %d, want %d", tc.n, tc.requested, got, tc.want)
+		}
+	}
+}
+
+func TestRecoverExec(t *testing.T) {
+	req := sandbox.ExecRequest{CallID: "c", Commands: []string{"one", "two", "three"}}
+	partial := sandbox.ExecResult{Results: []sandbox.CommandResult{
+		{Command: "one", Result: sandbox.Result{Stdout: "1"}},
+		{Command: "two", Error: "stopped", Result: sandbox.Result{Stdout: "par", ExitCode: 137}},
+		{Command: "three", Skipped: true},
+	}}
+	if got, ok := sandbox.RecoverExec(req, temporal.NewCanceledError(partial)); !ok || got.Results[1].Stdout != "par" || !got.Results[2].Skipped {
+		t.Errorf("from a cancellation: %+v, %v", got, ok)
+	}
+
+	prog := sandbox.ExecProgress{CallID: "c", Started: 1, Results: partial.Results[:1]}
+	got, ok := sandbox.RecoverExec(req, temporal.NewHeartbeatTimeoutError(prog))
+	if !ok || got.Results[0].Stdout != "1" || !got.Results[1].Interrupted || !got.Results[2].Interrupted {
+		t.Errorf("from a heartbeat timeout: %+v, %v", got, ok)
+	}
+	got, ok = sandbox.RecoverExec(req, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil))
+	if !ok || len(got.Results) != 3 || !got.Results[0].Interrupted {
+		t.Errorf("from a timeout without details: %+v, %v", got, ok)
+	}
+	if _, ok := sandbox.RecoverExec(req, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)); ok {
+		t.Error("a schedule-to-start timeout means nothing ran; RecoverExec must not invent results")
+	}
+	if _, ok := sandbox.RecoverExec(req, temporal.NewNonRetryableApplicationError("gone", sandbox.ErrTypeNotFound, nil)); ok {
+		t.Error("an application error carries no outcome")
+	}
+}
+
+// TestExecStopKillsRunningCommandAndSkipsTheRest cancels the activity's
+// context (as a user's stop does, through the worker) once the second
+// command has started.
+func TestExecStopKillsRunningCommandAndSkipsTheRest(t *testing.T) {
+	f := newFixture(t)
+	h := f.ensure(t, sandbox.EnsureRequest{SessionID: "s", Backend: local.Name}).Handle
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.env.SetWorkerOptions(worker.Options{BackgroundActivityContext: ctx})
+	req := sandbox.ExecRequest{Handle: h, CallID: "c", Timeout: time.Minute, Commands: []string{
+		"echo first",
+		"echo partial; touch started.flag; sleep 60; echo never",
+		"echo third > third.txt",
+	}}
+	go func() {
+		flag := filepath.Join(h.Workdir, "started.flag")
+		for {
+			if _, err := os.Stat(flag); err == nil {
+				cancel()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	_, err := run[sandbox.ExecResult](f.env, f.acts.Exec, req)
+	var canceled *temporal.CanceledError
+	if !errors.As(err, &canceled) {
+		t.Fatalf("Exec after stop: %v, want a CanceledError", err)
+	}
+	res, ok := sandbox.RecoverExec(req, err)
+	if !ok || len(res.Results) != 3 {
+		t.Fatalf("RecoverExec = %+v, %v", res, ok)
+	}
+	if r := res.Results[0]; r.Stdout != "first\n" || r.Error != "" {
+		t.Errorf("first command %+v", r)
+	}
+	if r := res.Results[1]; r.Stdout != "partial\n" || !strings.Contains(r.Error, "stopped") || r.ExitCode == 0 || r.Interrupted {
+		t.Errorf("stopped command %+v, want its partial output and a stop note", r)
+	}
+	if r := res.Results[2]; !r.Skipped {
+		t.Errorf("command after the stop %+v, want Skipped", r)
+	}
+	if out := sandboxtest.Sh(t, f.local, h, "ls -A"); out != "started.flag\n" {
+		t.Errorf("workspace after stop lists %q; the third command must not have run", out)
+	}
+}
