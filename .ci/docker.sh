@@ -72,7 +72,11 @@ write_config() {
 	fi
 }
 
-pid_alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
+# pid_alive PID: the process exists and is not a zombie (a dockerd that
+# exited but was not reaped yet still answers kill -0).
+pid_alive() {
+	[ -n "$1" ] && kill -0 "$1" 2>/dev/null && ! grep -q ') Z ' "/proc/$1/stat" 2>/dev/null
+}
 
 # wait_for PID waits until the daemon answers (0), PID exits (1) or the
 # overall deadline passes (2).

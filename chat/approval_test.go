@@ -122,7 +122,9 @@ func TestHandleActionUnauthorizedRepliesOnly(t *testing.T) {
 func TestHandleActionDecisionsAndNudge(t *testing.T) {
 	ts := &script{states: []workflows.TurnState{{Turn: 2, Version: 9, Status: workflows.StatusComplete, StatusRef: "m1", FinalRef: "t1"}}}
 	f := &fakeSessions{
-		ApproveFn:   func(string, workflows.ApproveRequest) (workflows.ApproveResponse, error) { return workflows.ApproveResponse{}, nil },
+		ApproveFn: func(string, workflows.ApproveRequest) (workflows.ApproveResponse, error) {
+			return workflows.ApproveResponse{}, nil
+		},
 		TurnStateFn: ts.next,
 	}
 	c := newTestCore(t, f, newAutoClock(), nil)

@@ -5,9 +5,12 @@
 //
 // Adapters (chat/slack, chat/discord, chat/console) normalize at the edge,
 // acknowledge the platform within its deadline, and then hand the event to
-// Core. They implement only the small interfaces declared here; everything
-// about sessions, commands, approvals, progress and dedupe lives once, in
-// this package.
+// Core (HandleMessage, HandleCommand, HandleAction; Resume at start-up).
+// They implement only the small interfaces declared here (Poster, plus the
+// optional ThreadStarter, Mentioner, ThreadLinker); everything about
+// sessions, commands, approvals, progress and dedupe lives once, in this
+// package. Sessions is the core's view of the session workflows;
+// TemporalSessions implements it with the Temporal client.
 package chat
 
 import (
@@ -164,7 +167,10 @@ const (
 	BlockContext BlockKind = "context" // small print
 )
 
-// Block is one part of a Card.
+// Block is one part of a Card. Text of BlockText and BlockContext is
+// Markdown (**bold**, _italic_, `code`, [text](url), "- " lists), which
+// converters translate to their platform's dialect; BlockCode text is raw
+// and the converter fences it.
 type Block struct {
 	Kind    BlockKind `json:"kind"`
 	Text    string    `json:"text,omitempty"`

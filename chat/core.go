@@ -226,8 +226,13 @@ func (c *Core) startInput(th Thread, u User, text string) workflows.SessionInput
 // sessions whose turn is active (or ended without its final answer posted)
 // and watches them again, editing the status message recorded in the turn
 // state instead of posting a new one. It fails only if listing fails.
+//
+// Where sessions are indexed (search attributes) only sessions with an
+// active turn are listed, so a start-up does not query months of idle
+// sessions; a turn that ended in the moment between the bot's last edit and
+// its answer then stays without the answer (it is in /history).
 func (c *Core) Resume(ctx context.Context, p Poster, platform string) error {
-	list, err := c.s.List(ctx, ListFilter{Platform: platform, ActiveOnly: true})
+	list, err := c.s.List(ctx, ListFilter{Platform: platform, ActiveOnly: true, TurnActive: true})
 	if err != nil {
 		return fmt.Errorf("chat: resume %s: %w", platform, err)
 	}

@@ -85,7 +85,9 @@ func TestHandleMessageShowsValidatorRejection(t *testing.T) {
 }
 
 func TestHandleMessageCommands(t *testing.T) {
-	f := &fakeSessions{StopFn: func(string) (workflows.StopResponse, error) { return workflows.StopResponse{Stopped: true, Turn: 3}, nil },
+	f := &fakeSessions{StopFn: func(string) (workflows.StopResponse, error) {
+		return workflows.StopResponse{Stopped: true, Turn: 3}, nil
+	},
 		TurnStateFn: (&script{states: []workflows.TurnState{done(3, 9, "x")}}).next}
 	c := newTestCore(t, f, newAutoClock(), nil)
 	p := &recPoster{}

@@ -49,21 +49,29 @@ func texts(p *recPoster) []string {
 }
 
 func TestWatcherRendersOnlyOnVersionChange(t *testing.T) {
-	s := &script{states: []workflows.TurnState{
-		{Turn: 0, Status: workflows.StatusIdle},
-		running(1, 1),
-		running(1, 1, "ls"), // same version, different content: not rendered
-		running(1, 1, "ls"),
-		running(1, 2, "ls"),
-		running(1, 2, "ls"), // the edit waits for the 1s pace
-		running(1, 2, "ls"),
-		running(1, 2, "ls"),
-		done(1, 3, "the answer"),
+	states := []workflows.TurnState{{Turn: 0, Status: workflows.StatusIdle}, running(1, 1)}
+	for range 8 { // same version, different content, for longer than the edit pace
+		states = append(states, running(1, 1, "ls"))
+	}
+	for range 4 {
+		states = append(states, running(1, 2, "ls"))
+	}
+	states = append(states, done(1, 3, "the answer"))
+	s := &script{states: states}
+	var lastVersion atomic.Int64
+	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: func(id string) (workflows.TurnState, error) {
+		ts, err := s.next(id)
+		lastVersion.Store(ts.Version)
+		return ts, err
 	}}
-	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: s.next}
 	clock := newAutoClock()
 	c := newTestCore(t, f, clock, nil)
-	p := &recPoster{clock: clock}
+	p := &recPoster{clock: clock, EditFn: func(string, Card) error {
+		if lastVersion.Load() == 1 {
+			t.Error("edited while the version had not moved")
+		}
+		return nil
+	}}
 	if err := c.HandleMessage(context.Background(), p, msg("e1", "list files")); err != nil {
 		t.Fatal(err)
 	}
@@ -243,6 +251,27 @@ func TestWatcherFinalNotRepostedAfterRestart(t *testing.T) {
 	}
 }
 
+func TestWatcherSkipsAnswerPostedElsewhere(t *testing.T) {
+	// Another bot replica posted the answer while this one watched: the
+	// card still gets its last edit, the answer is not posted again.
+	end := done(1, 2, "answer")
+	end.StatusRef, end.FinalRef = "m1", "elsewhere"
+	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: (&script{states: []workflows.TurnState{running(1, 1), end}}).next}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, nil)
+	p := &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg("e1", "go")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	if edits := p.ops("edit"); len(edits) != 1 || edits[0].Card.Title != "✅ Done" {
+		t.Errorf("edits = %+v, want the final edit", edits)
+	}
+	if got := texts(p); len(got) != 0 {
+		t.Errorf("answer posted again: %q", got)
+	}
+}
+
 func TestResumeEditsExistingStatusMessage(t *testing.T) {
 	active := running(7, 5, "make")
 	active.StatusRef = "m42"
@@ -255,7 +284,7 @@ func TestResumeEditsExistingStatusMessage(t *testing.T) {
 	}
 	f := &fakeSessions{
 		ListFn: func(fl ListFilter) ([]SessionSummary, error) {
-			if fl.Platform != "test" || !fl.ActiveOnly {
+			if fl.Platform != "test" || !fl.ActiveOnly || !fl.TurnActive {
 				t.Errorf("list filter = %+v", fl)
 			}
 			return []SessionSummary{{WorkflowID: testThread.ID(), Location: testThread}, {WorkflowID: other.ID(), Location: other}}, nil

@@ -84,25 +84,26 @@ func badRequest(format string, args ...any) error {
 func (a *Activities) backend(name string) (Backend, error) {
 	b, err := a.Backends.Get(name)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUnknownBackend, err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUnknownBackend, nil)
 	}
 	return b, nil
 }
 
 // classify turns a backend error into an activity error: permanent
 // conditions become typed non-retryable errors, the rest stay plain so the
-// retry policy handles them.
+// retry policy handles them. The typed errors carry the cause as text only
+// (Go error chains do not cross the wire, and a cause would repeat it).
 func classify(op string, err error) error {
 	msg := fmt.Sprintf("sandbox: %s: %v", op, err)
 	switch {
 	case errors.Is(err, ErrUnavailable):
-		return temporal.NewNonRetryableApplicationError(msg, ErrTypeUnavailable, err)
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeUnavailable, nil)
 	case errors.Is(err, ErrNotFound):
-		return temporal.NewNonRetryableApplicationError(msg, ErrTypeNotFound, err)
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeNotFound, nil)
 	case errors.Is(err, ErrSnapshotNotFound):
-		return temporal.NewNonRetryableApplicationError(msg, ErrTypeSnapshotNotFound, err)
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeSnapshotNotFound, nil)
 	case errors.Is(err, ErrUnknownBackend):
-		return temporal.NewNonRetryableApplicationError(msg, ErrTypeUnknownBackend, err)
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeUnknownBackend, nil)
 	}
 	return fmt.Errorf("sandbox: %s: %w", op, err)
 }
@@ -130,10 +131,10 @@ func (a *Activities) Ensure(ctx context.Context, req EnsureRequest) (EnsureResul
 			return EnsureResult{}, classify("ensure: alive", err)
 		}
 		if alive {
+			// This worker sees the sandbox, so for a host-bound backend its
+			// queue is the right one, whatever the handle said before.
 			out := *h
-			if out.TaskQueue == "" {
-				out.TaskQueue = a.taskQueue(b)
-			}
+			out.TaskQueue = a.taskQueue(b)
 			return EnsureResult{Handle: out}, nil
 		}
 		lost = true
@@ -164,7 +165,7 @@ func (a *Activities) Ensure(ctx context.Context, req EnsureRequest) (EnsureResul
 		}
 		if errors.Is(err, ErrUnsafeArchive) || errors.Is(err, ErrBadKey) {
 			msg := fmt.Sprintf("sandbox: ensure: restore %s: %v", req.Snapshot, err)
-			return EnsureResult{}, temporal.NewNonRetryableApplicationError(msg, ErrTypeRestoreFailed, err)
+			return EnsureResult{}, temporal.NewNonRetryableApplicationError(msg, ErrTypeRestoreFailed, nil)
 		}
 		return EnsureResult{}, classify("ensure: restore "+req.Snapshot, err)
 	}

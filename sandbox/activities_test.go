@@ -373,3 +373,25 @@ func TestSnapshotStreamsWithoutBuffering(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEnsureOnAnotherHostRestores covers the host-bound fallback: the
+// sandbox's host is gone, so the workflow asks a worker on another host,
+// which must not mistake the handle for one of its own.
+func TestEnsureOnAnotherHostRestores(t *testing.T) {
+	hostA, hostB := newFixture(t), newFixture(t)
+	hostB.store = hostA.store
+	hostB.acts.Store = hostA.store
+	sid := "s"
+	h := hostA.ensure(t, sandbox.EnsureRequest{SessionID: sid, Backend: local.Name}).Handle
+	sandboxtest.Sh(t, hostA.local, h, "echo from-a > f")
+	key := sandbox.SnapshotKey(sid, 1)
+	hostA.snapshot(t, sandbox.SnapshotRequest{Handle: h, Key: key})
+
+	res := hostB.ensure(t, sandbox.EnsureRequest{SessionID: sid, Backend: local.Name, Handle: &h, Snapshot: key})
+	if !res.Created || !res.Restored || res.Notice != sandbox.NoticeRestoredAfterLoss {
+		t.Errorf("Ensure on another host = %+v", res)
+	}
+	if got := sandboxtest.Sh(t, hostB.local, res.Handle, "cat f"); got != "from-a\n" {
+		t.Errorf("restored workspace reads %q", got)
+	}
+}

@@ -59,7 +59,7 @@ func (s *session) onFork(ctx workflow.Context, req ForkRequest) (ForkResponse, e
 	seed := &ForkSeed{Transcript: msgs, Fingerprint: fp}
 	if snap != "" {
 		to := sandbox.SnapshotKey(newID, 0)
-		err := workflow.ExecuteActivity(housekeepingOptions(ctx, BackendQueue(s.st.Backend)), sandboxActs.CopySnapshot,
+		err := workflow.ExecuteActivity(housekeepingOptions(ctx, BackendQueue(s.queue, s.st.Backend)), sandboxActs.CopySnapshot,
 			sandbox.CopySnapshotRequest{From: snap, To: to}).Get(ctx, nil)
 		if err != nil {
 			return ForkResponse{}, fmt.Errorf("copy the workspace snapshot: %s", userError(err))
@@ -80,7 +80,7 @@ func (s *session) onFork(ctx workflow.Context, req ForkRequest) (ForkResponse, e
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            newID,
-		TaskQueue:             TaskQueue,
+		TaskQueue:             s.queue,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	})

@@ -19,9 +19,13 @@ var (
 )
 
 // BackendQueue is the task queue served by every worker that can create
-// sandboxes of the named backend. Host-bound sandboxes then move to the
-// holding worker's own queue (Handle.TaskQueue).
-func BackendQueue(backend string) string { return "sandbot-backend-" + backend }
+// sandboxes of the named backend, for sessions on the given session task
+// queue. Host-bound sandboxes then move to the holding worker's own queue
+// (Handle.TaskQueue, see HostQueue).
+func BackendQueue(taskQueue, backend string) string { return taskQueue + "-backend-" + backend }
+
+// HostQueue is the task queue of one worker host.
+func HostQueue(taskQueue, hostID string) string { return taskQueue + "-host-" + hostID }
 
 // hostWait bounds how long a sandbox activity may wait for the worker that
 // holds the sandbox. Past it the host counts as gone and the session
@@ -30,8 +34,11 @@ const hostWait = 45 * time.Second
 
 func modelOptions(ctx workflow.Context, s Settings) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           TaskQueue,
+		TaskQueue:           workflow.GetInfo(ctx).TaskQueueName,
 		StartToCloseTimeout: s.ModelTimeout,
+		// Complete heartbeats at half this while it waits, so a dead worker
+		// is noticed in seconds rather than after ModelTimeout.
+		HeartbeatTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,

@@ -18,6 +18,8 @@ type session struct {
 	st  State
 	log log.Logger
 	id  string
+	// queue is this workflow's task queue; activity queues derive from it.
+	queue string
 
 	// Control (not carried through continue-as-new).
 	turnActive       bool
@@ -47,7 +49,7 @@ func Session(ctx workflow.Context, in SessionInput) (SessionResult, error) {
 
 func newSession(ctx workflow.Context, in SessionInput) *session {
 	info := workflow.GetInfo(ctx)
-	s := &session{log: workflow.GetLogger(ctx), id: info.WorkflowExecution.ID}
+	s := &session{log: workflow.GetLogger(ctx), id: info.WorkflowExecution.ID, queue: info.TaskQueueName}
 	if in.State != nil {
 		s.st = *in.State
 		s.st.Runs++
@@ -217,16 +219,16 @@ func (s *session) destroy(ctx workflow.Context) (SessionResult, error) {
 // Failures are logged: an unreachable host must not keep a session alive.
 func (s *session) destroySandbox(ctx workflow.Context, all bool) {
 	req := sandbox.DestroyRequest{SessionID: s.id, Handle: s.st.Handle, DeleteSnapshots: all}
-	queue := BackendQueue(s.st.Backend)
+	queue := BackendQueue(s.queue, s.st.Backend)
 	if s.st.Handle != nil && s.st.Handle.TaskQueue != "" {
 		queue = s.st.Handle.TaskQueue
 	}
 	err := workflow.ExecuteActivity(housekeepingOptions(ctx, queue), sandboxActs.Destroy, req).Get(ctx, nil)
-	if err != nil && queue != BackendQueue(s.st.Backend) {
+	if err != nil && queue != BackendQueue(s.queue, s.st.Backend) {
 		// The holding host is gone; its sandbox went with it. Snapshots
 		// are shared, so any worker of the backend can delete them.
 		req.Handle = nil
-		err = workflow.ExecuteActivity(housekeepingOptions(ctx, BackendQueue(s.st.Backend)), sandboxActs.Destroy, req).Get(ctx, nil)
+		err = workflow.ExecuteActivity(housekeepingOptions(ctx, BackendQueue(s.queue, s.st.Backend)), sandboxActs.Destroy, req).Get(ctx, nil)
 	}
 	if err != nil {
 		s.log.Warn("destroy sandbox failed", "error", err)

@@ -329,13 +329,13 @@ func (s *session) ensureSandbox(ctx workflow.Context) (sandbox.Handle, error) {
 		if err != nil && errors.As(err, &te) && ctx.Err() == nil {
 			s.notice("The worker holding this session's sandbox is unreachable; restoring the workspace elsewhere.")
 			req.Handle = nil
-			err = workflow.ExecuteActivity(ensureOptions(ctx, BackendQueue(s.st.Backend), false), sandboxActs.Ensure, req).Get(ctx, &res)
+			err = workflow.ExecuteActivity(ensureOptions(ctx, BackendQueue(s.queue, s.st.Backend), false), sandboxActs.Ensure, req).Get(ctx, &res)
 		}
 	} else {
 		if s.st.Handle != nil && s.st.Handle.Backend != s.st.Backend {
 			req.Handle = nil
 		}
-		err = workflow.ExecuteActivity(ensureOptions(ctx, BackendQueue(s.st.Backend), false), sandboxActs.Ensure, req).Get(ctx, &res)
+		err = workflow.ExecuteActivity(ensureOptions(ctx, BackendQueue(s.queue, s.st.Backend), false), sandboxActs.Ensure, req).Get(ctx, &res)
 	}
 	if err != nil {
 		return sandbox.Handle{}, err

@@ -49,7 +49,7 @@ func ToBlocks(c chat.Card) ([]slackgo.Block, string) {
 	keep := map[int]bool{} // indexes that must survive trimming
 	if t := strings.TrimSpace(c.Title); t != "" {
 		keep[len(bs)] = true
-		bs = append(bs, section("*"+escape(cutRunes(oneLine(t), maxTitle))+"*"))
+		bs = append(bs, section("*"+inline(cutRunes(oneLine(t), maxTitle), true)+"*"))
 	}
 	actions := 0
 	for _, b := range c.Blocks {
@@ -288,7 +288,7 @@ func trimBlocks(bs []slackgo.Block, keep map[int]bool) []slackgo.Block {
 func fallback(c chat.Card) string {
 	parts := []string{}
 	if t := strings.TrimSpace(c.Title); t != "" {
-		parts = append(parts, escape(oneLine(t)))
+		parts = append(parts, inline(oneLine(t), true))
 	}
 	for _, b := range c.Blocks {
 		if b.Kind == chat.BlockText && strings.TrimSpace(b.Text) != "" {

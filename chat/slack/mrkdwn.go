@@ -2,6 +2,7 @@ package slack
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -202,10 +203,82 @@ func blockLine(line string) string {
 	return inline(line, false)
 }
 
+// Mention tokens: Adapter.Mention wraps a user ID in these private-use
+// characters, and Mrkdwn turns exactly that shape into <@ID>. Every other
+// '<' is escaped, so text from a model can never mention or broadcast.
+const (
+	mentionOpen  = "\ue000"
+	mentionClose = "\ue001"
+)
+
+// isUserID reports whether id looks like a Slack user ID (U… or W…).
+func isUserID(id string) bool {
+	if len(id) < 3 || len(id) > 20 || (id[0] != 'U' && id[0] != 'W') {
+		return false
+	}
+	return strings.Trim(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") == ""
+}
+
+// maxNesting bounds emphasis and link nesting; deeper markers are shown
+// as they are. It keeps conversion near-linear on adversarial input.
+const maxNesting = 6
+
 // inline converts emphasis, links and code spans in one line. With
 // noBold, bold markers are dropped (the caller makes the whole line bold).
 func inline(s string, noBold bool) string {
+	return (&scanner{s: s}).convert(noBold, 0)
+}
+
+// scanner converts one line. Searches for closing markers remember where
+// they failed, and searches for single bytes remember their last answer,
+// so a line full of unmatched markers costs linear, not quadratic, time.
+type scanner struct {
+	s      string
+	failed map[string]int // marker → searches starting at or after this find no closer
+	next   map[byte][2]int
+}
+
+// index returns the next index of b at or after from, or -1.
+func (sc *scanner) index(b byte, from int) int {
+	if sc.next == nil {
+		sc.next = map[byte][2]int{}
+	}
+	if c, ok := sc.next[b]; ok && c[0] <= from && (from <= c[1] || c[1] < 0) {
+		if c[1] < 0 {
+			return -1
+		}
+		return c[1]
+	}
+	r := strings.IndexByte(sc.s[from:], b)
+	if r >= 0 {
+		r += from
+	}
+	sc.next[b] = [2]int{from, r}
+	return r
+}
+
+func (sc *scanner) hasFailed(marker string, from int) bool {
+	f, ok := sc.failed[marker]
+	return ok && from >= f
+}
+
+func (sc *scanner) fail(marker string, from int) int {
+	if sc.failed == nil {
+		sc.failed = map[string]int{}
+	}
+	if f, ok := sc.failed[marker]; !ok || from < f {
+		sc.failed[marker] = from
+	}
+	return -1
+}
+
+func (sc *scanner) convert(noBold bool, depth int) string {
+	s := sc.s
 	var b strings.Builder
+	nested := func(inner string) string {
+		return (&scanner{s: inner}).convert(noBold, depth+1)
+	}
+	deep := depth >= maxNesting
 	i := 0
 	for i < len(s) {
 		c := s[i]
@@ -216,7 +289,7 @@ func inline(s string, noBold bool) string {
 			continue
 		case c == '`':
 			n := runLen(s, i, '`')
-			if end := findRun(s, i+n, '`', n); end >= 0 {
+			if end := sc.findRun(i+n, n); end >= 0 {
 				code := strings.Trim(s[i+n:end], " ")
 				if code == "" {
 					code = s[i+n : end]
@@ -228,8 +301,8 @@ func inline(s string, noBold bool) string {
 			b.WriteString(s[i : i+n])
 			i += n
 			continue
-		case c == '[':
-			if text, url, end, ok := parseLink(s, i); ok {
+		case c == '[' && !deep:
+			if text, url, end, ok := sc.parseLink(i); ok {
 				url = strings.TrimSuffix(strings.TrimPrefix(url, "<"), ">")
 				if isWebURL(url) {
 					b.WriteString("<" + linkURL(url) + "|" + linkText(text) + ">")
@@ -239,15 +312,27 @@ func inline(s string, noBold bool) string {
 				i = end
 				continue
 			}
+		case c == mentionOpen[0] && strings.HasPrefix(s[i:], mentionOpen):
+			rest := s[i+len(mentionOpen):]
+			if end := strings.Index(rest[:min(len(rest), 40)], mentionClose); end >= 0 && isUserID(rest[:end]) {
+				b.WriteString("<@" + rest[:end] + ">")
+				i += len(mentionOpen) + end + len(mentionClose)
+			} else {
+				i += len(mentionOpen) // a stray marker shows nothing
+			}
+			continue
+		case c == mentionClose[0] && strings.HasPrefix(s[i:], mentionClose):
+			i += len(mentionClose)
+			continue
 		case c == '<':
-			if end := strings.IndexByte(s[i:], '>'); end > 0 && isAutolink(s[i+1:i+end]) {
-				b.WriteString("<" + linkURL(s[i+1:i+end]) + ">")
-				i += end + 1
+			if end := sc.index('>', i); end > i && isAutolink(s[i+1:end]) {
+				b.WriteString("<" + linkURL(s[i+1:end]) + ">")
+				i = end + 1
 				continue
 			}
-		case (c == '*' || c == '_') && i+1 < len(s) && s[i+1] == c:
-			if end := closeDelim(s, i+2, s[i:i+2]); end >= 0 {
-				inner := inline(s[i+2:end], noBold)
+		case (c == '*' || c == '_') && i+1 < len(s) && s[i+1] == c && !deep:
+			if end := sc.closeDouble(i+2, s[i:i+2]); end >= 0 {
+				inner := nested(s[i+2 : end])
 				if noBold {
 					b.WriteString(inner)
 				} else {
@@ -256,16 +341,16 @@ func inline(s string, noBold bool) string {
 				i = end + 2
 				continue
 			}
-		case c == '~' && i+1 < len(s) && s[i+1] == '~':
-			if end := closeDelim(s, i+2, "~~"); end >= 0 {
-				b.WriteString("~" + inline(s[i+2:end], noBold) + "~")
+		case c == '~' && i+1 < len(s) && s[i+1] == '~' && !deep:
+			if end := sc.closeDouble(i+2, "~~"); end >= 0 {
+				b.WriteString("~" + nested(s[i+2:end]) + "~")
 				i = end + 2
 				continue
 			}
-		case c == '*' || c == '_':
+		case (c == '*' || c == '_') && !deep:
 			if canOpen(s, i) {
-				if end := closeSingle(s, i+1, c); end >= 0 {
-					b.WriteString("_" + inline(s[i+1:end], noBold) + "_")
+				if end := sc.closeSingle(i+1, c); end >= 0 {
+					b.WriteString("_" + nested(s[i+1:end]) + "_")
 					i = end + 1
 					continue
 				}
@@ -291,39 +376,55 @@ func runLen(s string, i int, c byte) int {
 	return n
 }
 
-// findRun finds a run of exactly n c's at or after from.
-func findRun(s string, from int, c byte, n int) int {
-	for j := from; j < len(s); {
-		if s[j] != c {
-			j++
-			continue
-		}
-		m := runLen(s, j, c)
-		if m == n {
-			return j
-		}
-		j += m
+// findRun finds a run of exactly n backticks at or after from.
+func (sc *scanner) findRun(from, n int) int {
+	key := "`" + strconv.Itoa(n)
+	if sc.hasFailed(key, from) {
+		return -1
 	}
-	return -1
+	for j := from; j < len(sc.s); {
+		k := sc.index('`', j)
+		if k < 0 {
+			break
+		}
+		m := runLen(sc.s, k, '`')
+		if m == n {
+			return k
+		}
+		j = k + m
+	}
+	return sc.fail(key, from)
 }
 
-// closeDelim finds the closing two-character delimiter d for content
-// starting at from: the content must not start or end with a space.
-func closeDelim(s string, from int, d string) int {
+// skipCode returns the end of a code span opening at j, or j if none.
+func (sc *scanner) skipCode(j int) int {
+	n := runLen(sc.s, j, '`')
+	if end := sc.findRun(j+n, n); end >= 0 {
+		return end + n - 1
+	}
+	return j + n - 1
+}
+
+// closeDouble finds the closing two-character marker d for content starting
+// at from: the content must not start or end with a space.
+func (sc *scanner) closeDouble(from int, d string) int {
+	s := sc.s
 	if from >= len(s) || s[from] == ' ' {
 		return -1
 	}
+	if sc.hasFailed(d, from) {
+		return -1
+	}
 	for j := from + 1; j+len(d) <= len(s); j++ {
+		if s[j] == '`' {
+			j = sc.skipCode(j)
+			continue
+		}
 		if s[j:j+len(d)] == d && s[j-1] != ' ' && s[j-1] != '\\' {
 			return j
 		}
-		if s[j] == '`' { // do not close inside a code span
-			if end := findRun(s, j+runLen(s, j, '`'), '`', runLen(s, j, '`')); end >= 0 {
-				j = end + runLen(s, j, '`') - 1
-			}
-		}
 	}
-	return -1
+	return sc.fail(d, from)
 }
 
 // canOpen reports whether a single * or _ at i may open emphasis: not
@@ -338,18 +439,19 @@ func canOpen(s string, i int) bool {
 	return true
 }
 
-// closeSingle finds the closing single delimiter c.
-func closeSingle(s string, from int, c byte) int {
+// closeSingle finds the closing single marker c.
+func (sc *scanner) closeSingle(from int, c byte) int {
+	s := sc.s
+	key := string(c)
+	if sc.hasFailed(key, from) {
+		return -1
+	}
 	for j := from; j < len(s); j++ {
 		switch s[j] {
 		case '`':
-			n := runLen(s, j, '`')
-			if end := findRun(s, j+n, '`', n); end >= 0 {
-				j = end + n - 1
-				continue
-			}
+			j = sc.skipCode(j)
 		case c:
-			if j+1 < len(s) && s[j+1] == c { // part of a double delimiter
+			if j+1 < len(s) && s[j+1] == c { // part of a double marker
 				j++
 				continue
 			}
@@ -362,7 +464,7 @@ func closeSingle(s string, from int, c byte) int {
 			return j
 		}
 	}
-	return -1
+	return sc.fail(key, from)
 }
 
 func isWordByte(b byte) bool {
@@ -370,34 +472,25 @@ func isWordByte(b byte) bool {
 }
 
 // parseLink parses [text](url) at s[i] and returns the index after it.
-func parseLink(s string, i int) (text, url string, end int, ok bool) {
-	depth := 0
-	j := i
-	for ; j < len(s); j++ {
-		if s[j] == '[' {
-			depth++
-		} else if s[j] == ']' {
-			depth--
-			if depth == 0 {
-				break
-			}
-		}
-	}
-	if j >= len(s)-1 || s[j+1] != '(' {
+// The text ends at the first ']' (nested brackets are not links).
+func (sc *scanner) parseLink(i int) (text, url string, end int, ok bool) {
+	s := sc.s
+	j := sc.index(']', i)
+	if j < 0 || j+1 >= len(s) || s[j+1] != '(' {
 		return "", "", 0, false
 	}
-	k := strings.IndexByte(s[j+2:], ')')
+	k := sc.index(')', j+2)
 	if k < 0 {
 		return "", "", 0, false
 	}
-	url = strings.TrimSpace(s[j+2 : j+2+k])
+	url = strings.TrimSpace(s[j+2 : k])
 	if t, _, found := strings.Cut(url, " \""); found { // [a](url "title")
 		url = t
 	}
 	if url == "" || strings.ContainsAny(url, " \n") {
 		return "", "", 0, false
 	}
-	return s[i+1 : j], url, j + 3 + k, true
+	return s[i+1 : j], url, k + 1, true
 }
 
 func isAutolink(s string) bool {

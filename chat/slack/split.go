@@ -144,8 +144,9 @@ func (c *chunker) addLine(line string, sep bool) {
 		line = "\n" + line
 	}
 	for {
-		after := c.inCode != (strings.Count(line, fence)%2 == 1)
-		if c.fits(line, after) {
+		// TextLen is at least a third of the byte length, so a line this
+		// long cannot fit; skip measuring it (keeps long lines linear).
+		if len(line) <= 3*c.max && c.fits(line, c.inCode != (strings.Count(line, fence)%2 == 1)) {
 			c.write(line)
 			return
 		}
@@ -181,7 +182,7 @@ func (c *chunker) cut(line string) int {
 		used += w
 		end += size
 	}
-	best := safeCut(line, end)
+	best := safeCut(line, end, 3*c.max)
 	if sp := strings.LastIndexByte(line[:best], ' '); sp > best/2 {
 		best = sp + 1
 	}
@@ -197,8 +198,9 @@ func (c *chunker) cut(line string) int {
 }
 
 // safeCut moves a cut position back out of a backtick run, an entity or a
-// link, so the pieces on both sides keep their meaning.
-func safeCut(s string, at int) int {
+// link (whose end is within window bytes), so the pieces on both sides keep
+// their meaning.
+func safeCut(s string, at, window int) int {
 	if at >= len(s) {
 		return at
 	}
@@ -214,7 +216,7 @@ func safeCut(s string, at int) int {
 		}
 	}
 	// Inside a <link|label> or <@mention>: back to its '<'.
-	if lt := strings.LastIndexByte(s[:at], '<'); lt >= 0 && !strings.Contains(s[lt:at], ">") && strings.Contains(s[at:], ">") {
+	if lt := strings.LastIndexByte(s[:at], '<'); lt >= 0 && !strings.Contains(s[lt:at], ">") && strings.Contains(s[at:min(len(s), at+window)], ">") {
 		at = lt
 	}
 	return at

@@ -179,3 +179,14 @@ func FuzzSplit(f *testing.F) {
 		checkPieces(t, md, texts, DefaultLimits.MessageChars)
 	})
 }
+
+// BenchmarkConvertAndSplit measures a large answer with many unmatched
+// markers (minified JSON with "_id" keys, stray stars), the shape that made
+// naive delimiter matching quadratic.
+func BenchmarkConvertAndSplit(b *testing.B) {
+	in := strings.Repeat(`{"_id":"a*b","items":[1,2,3],"note":"x < y && **z"}`, 20000) // ~1 MB, one line
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		SplitMessages(Mrkdwn(in), DefaultLimits)
+	}
+}

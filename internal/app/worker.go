@@ -20,6 +20,7 @@ import (
 	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/sandbox/blobstore"
 	"github.com/sandbot/sandbot/sandbox/local"
 	"github.com/sandbot/sandbot/workflows"
 )
@@ -35,7 +36,7 @@ type Worker struct {
 	Unavailable map[string]string
 	// HostQueue is this worker host's task queue.
 	HostQueue string
-	store     *sandbox.Store
+	store     *blobstore.Store
 }
 
 // WorkerOptions lets tests and cmd/dev adjust the assembly.
@@ -48,9 +49,6 @@ type WorkerOptions struct {
 	// WorkerOptions tunes the Temporal workers.
 	Temporal worker.Options
 }
-
-// HostQueue is the task queue of the worker host with the given ID.
-func HostQueue(hostID string) string { return "sandbot-host-" + hostID }
 
 // StartWorker builds and starts the worker. Stop it with (*Worker).Stop.
 func StartWorker(ctx context.Context, c client.Client, cfg *config.Config, opts WorkerOptions, log *slog.Logger) (*Worker, error) {
@@ -65,31 +63,30 @@ func StartWorker(ctx context.Context, c client.Client, cfg *config.Config, opts 
 		}
 		models = m
 	}
-	store, err := sandbox.OpenStore(ctx, cfg.Sandbox.SnapshotURL)
+	store, err := blobstore.Open(ctx, cfg.Sandbox.SnapshotURL)
 	if err != nil {
 		return nil, fmt.Errorf("worker: snapshot store %s: %w", cfg.Sandbox.SnapshotURL, err)
 	}
-	w := &Worker{HostQueue: HostQueue(cfg.Sandbox.HostID), Unavailable: map[string]string{}, store: store}
+	w := &Worker{HostQueue: workflows.HostQueue(cfg.Temporal.TaskQueue, cfg.Sandbox.HostID), Unavailable: map[string]string{}, store: store}
 	backends := opts.Backends
 	if backends == nil {
 		backends = w.buildBackends(ctx, cfg, log)
 	}
-	byName := map[string]sandbox.Backend{}
-	for _, b := range backends {
-		byName[b.Name()] = b
-		w.Served = append(w.Served, b.Name())
+	byName, err := sandbox.NewBackends(backends...)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
 	}
-	sort.Strings(w.Served)
-	acts := &sandbox.Activities{Backends: byName, Store: store, HostQueue: w.HostQueue}
+	w.Served = byName.Names()
+	acts := &sandbox.Activities{Backends: byName, Store: store, HostQueue: w.HostQueue, Logger: log}
 
 	wo := opts.Temporal
-	main := worker.New(c, workflows.TaskQueue, wo)
+	main := worker.New(c, cfg.Temporal.TaskQueue, wo)
 	main.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	main.RegisterActivity(models)
 	w.workers = append(w.workers, main)
 	queues := []string{w.HostQueue}
 	for _, name := range w.Served {
-		queues = append(queues, workflows.BackendQueue(name))
+		queues = append(queues, workflows.BackendQueue(cfg.Temporal.TaskQueue, name))
 	}
 	for _, q := range queues {
 		sw := worker.New(c, q, wo)
@@ -102,8 +99,8 @@ func StartWorker(ctx context.Context, c client.Client, cfg *config.Config, opts 
 			return nil, fmt.Errorf("worker: start: %w", err)
 		}
 	}
-	log.Info("worker started", "task_queue", workflows.TaskQueue, "host_queue", w.HostQueue,
-		"backends", strings.Join(w.Served, ","), "model", models.Model())
+	log.Info("worker started", "task_queue", cfg.Temporal.TaskQueue, "host_queue", w.HostQueue,
+		"backends", strings.Join(w.Served, ","), "model", cfg.Model.Name)
 	for name, why := range w.Unavailable {
 		log.Warn("backend not served", "backend", name, "reason", why)
 	}

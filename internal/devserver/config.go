@@ -8,16 +8,16 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
-	"time"
 
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
 	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/membership/static"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/primitives"
 	"go.temporal.io/server/common/primitives/timestamp"
 	"go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
@@ -28,16 +28,15 @@ const (
 	loopback    = "127.0.0.1"
 )
 
-// ports are the listening ports of one server: a gRPC and a membership (gossip) port for each
-// of the four services.
+// ports are the listening ports of one server: gRPC for each of the four services, and the
+// frontend's HTTP API.
 type ports struct {
-	frontend, history, matching, worker int
-	membership                          [4]int
+	frontend, frontendHTTP, history, matching, worker int
 }
 
 // pickPorts checks that the requested frontend port is free (0 picks one) and picks free
-// loopback ports for everything else. All listeners are held open until every port is chosen,
-// so the ports are distinct; they are released just before the server binds them.
+// ports for everything else. All listeners are held open until every port is chosen, so the
+// ports are distinct; they are released just before the server binds them.
 func pickPorts(ip string, frontend int) (ports, error) {
 	var p ports
 	var held []net.Listener
@@ -59,8 +58,10 @@ func pickPorts(ip string, frontend int) (ports, error) {
 	if p.frontend, err = listen(ip, frontend); err != nil {
 		return p, fmt.Errorf("devserver: frontend port %d on %s is not available (0 picks a free port): %w", frontend, ip, err)
 	}
-	others := []*int{&p.history, &p.matching, &p.worker, &p.membership[0], &p.membership[1], &p.membership[2], &p.membership[3]}
-	for _, dst := range others {
+	if p.frontendHTTP, err = listen(ip, 0); err != nil {
+		return p, fmt.Errorf("devserver: pick a free port: %w", err)
+	}
+	for _, dst := range []*int{&p.history, &p.matching, &p.worker} {
 		if *dst, err = listen(loopback, 0); err != nil {
 			return p, fmt.Errorf("devserver: pick a free port: %w", err)
 		}
@@ -69,7 +70,7 @@ func pickPorts(ip string, frontend int) (ports, error) {
 }
 
 // buildConfig is a single-node cluster with one history shard on SQLite, without metrics,
-// pprof, archival or the HTTP API (the UI and the SDK use gRPC).
+// pprof or archival. Membership is static (see staticHosts), so no gossip ports are needed.
 func buildConfig(o Options, p ports) *config.Config {
 	sqlCfg := &config.SQL{
 		PluginName:        sqliteplugin.PluginName,
@@ -84,19 +85,17 @@ func buildConfig(o Options, p ports) *config.Config {
 	}
 	frontendAddr := clientHostPort(o.IP, p.frontend)
 
-	service := func(grpcPort, membershipPort int) config.Service {
-		return config.Service{RPC: config.RPC{GRPCPort: grpcPort, MembershipPort: membershipPort, BindOnLocalHost: true}}
+	service := func(grpcPort int) config.Service {
+		return config.Service{RPC: config.RPC{GRPCPort: grpcPort, BindOnLocalHost: true}}
 	}
-	frontend := service(p.frontend, p.membership[0])
+	frontend := service(p.frontend)
+	frontend.RPC.HTTPPort = p.frontendHTTP
 	if o.IP != loopback {
 		frontend.RPC.BindOnLocalHost = false
 		frontend.RPC.BindOnIP = o.IP
 	}
 
 	return &config.Config{
-		Global: config.Global{
-			Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: loopback},
-		},
 		Persistence: config.Persistence{
 			DefaultStore:     sqliteplugin.PluginName,
 			VisibilityStore:  sqliteplugin.PluginName,
@@ -115,9 +114,9 @@ func buildConfig(o Options, p ports) *config.Config {
 		DCRedirectionPolicy: config.DCRedirectionPolicy{Policy: "noop"},
 		Services: map[string]config.Service{
 			"frontend": frontend,
-			"history":  service(p.history, p.membership[1]),
-			"matching": service(p.matching, p.membership[2]),
-			"worker":   service(p.worker, p.membership[3]),
+			"history":  service(p.history),
+			"matching": service(p.matching),
+			"worker":   service(p.worker),
 		},
 		Archival: config.Archival{
 			History:    config.HistoryArchival{State: "disabled"},
@@ -138,10 +137,23 @@ func sqliteConfig(cfg *config.Config) *config.SQL {
 	return cfg.Persistence.DataStores[sqliteplugin.PluginName].SQL
 }
 
-func serverOptions(cfg *config.Config, dyn dynamicconfig.StaticClient, logger log.Logger) []temporal.ServerOption {
+// staticHosts replaces gossip membership: all services live in this process at known
+// addresses. With gossip, a restart on the same database would first try to join the previous
+// run's members (recorded in the database, now dead) and stall for up to a minute.
+func staticHosts(o Options, p ports) map[primitives.ServiceName]static.Hosts {
+	return map[primitives.ServiceName]static.Hosts{
+		primitives.FrontendService: static.SingleLocalHost(clientHostPort(o.IP, p.frontend)),
+		primitives.HistoryService:  static.SingleLocalHost(net.JoinHostPort(loopback, strconv.Itoa(p.history))),
+		primitives.MatchingService: static.SingleLocalHost(net.JoinHostPort(loopback, strconv.Itoa(p.matching))),
+		primitives.WorkerService:   static.SingleLocalHost(net.JoinHostPort(loopback, strconv.Itoa(p.worker))),
+	}
+}
+
+func serverOptions(cfg *config.Config, hosts map[primitives.ServiceName]static.Hosts, dyn dynamicconfig.StaticClient, logger log.Logger) []temporal.ServerOption {
 	return []temporal.ServerOption{
 		temporal.WithConfig(cfg),
 		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithStaticHosts(hosts),
 		temporal.WithLogger(logger),
 		temporal.WithAuthorizer(authorization.NewNoopAuthorizer()),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return authorization.NewNoopClaimMapper() }),
@@ -155,8 +167,6 @@ func serverOptions(cfg *config.Config, dyn dynamicconfig.StaticClient, logger lo
 func ensureSchema(path string, sqlCfg *config.SQL) error {
 	info, err := os.Stat(path)
 	switch {
-	case err == nil && info.IsDir():
-		return fmt.Errorf("devserver: DBPath %s is a directory; give a file path such as %s", path, filepath.Join(path, "temporal.db"))
 	case err == nil && info.Size() > 0:
 		return nil // an existing database; the server checks it on start
 	case err != nil && !errors.Is(err, fs.ErrNotExist):

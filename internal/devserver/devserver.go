@@ -6,6 +6,13 @@
 // custom search attributes used for session discovery are created on start, and starting again
 // when they already exist is fine.
 //
+// With Options.UIPort set, the Temporal Web UI is served too (assets embedded, no internet).
+//
+// Two things outlive Stop, because the server libraries offer no way to release them: the
+// SQLite plugin keeps one connection per database for the life of the process (so an ephemeral
+// database stays in memory), and the UI keeps an idle gRPC connection. That suits one dev
+// process or one test binary; do not start hundreds of servers in one process.
+//
 // This package links go.temporal.io/server (about 450 modules, minutes of cold build and tens of
 // seconds of link time per binary), so only cmd/dev and the one integration test package should
 // import it. Everything else talks to Temporal through go.temporal.io/sdk/client.
@@ -26,6 +33,8 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/membership/static"
+	"go.temporal.io/server/common/primitives"
 	"go.temporal.io/server/temporal"
 )
 
@@ -97,7 +106,9 @@ type Server struct {
 
 // Start validates opts, prepares the database, starts the server and registers the namespace
 // and search attributes. It returns once clients can connect and the search attributes are
-// usable. ctx bounds the whole start-up; on any error nothing is left running.
+// usable. ctx bounds the waits after the server is up (search attributes, UI); the server's own
+// start is not interruptible and takes well under a second on an idle machine. On any error
+// nothing is left running and the database file is free again.
 func Start(ctx context.Context, opts Options) (*Server, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -130,8 +141,14 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.UIPort != 0 { // fail before the server starts rather than after
+		if err := checkUIPort(opts.UIPort); err != nil {
+			return nil, err
+		}
+	}
 	s.hostPort = clientHostPort(opts.IP, ports.frontend)
 	cfg := buildConfig(opts, ports)
+	hosts := staticHosts(opts, ports)
 	sqlCfg := sqliteConfig(cfg)
 
 	if !opts.Ephemeral {
@@ -144,16 +161,20 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 
 	s.bridge = newServerLogger(logger.With("component", "temporal-server"))
-	if err := s.startServer(cfg, dyn); err != nil {
+	if err := s.startServer(cfg, hosts, dyn); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		_ = s.stopServer()
+		return nil, fmt.Errorf("devserver: start: %w", err)
+	}
 	if err := s.registerSearchAttributes(ctx, opts.SearchAttributes); err != nil {
-		s.stopServer()
+		_ = s.stopServer()
 		return nil, err
 	}
 	if opts.UIPort != 0 {
-		if s.ui, err = startUI(opts.UIPort, s.hostPort, s.namespace); err != nil {
-			s.stopServer()
+		if s.ui, err = startUI(ctx, opts.UIPort, s.hostPort, s.namespace); err != nil {
+			_ = s.stopServer()
 			return nil, err
 		}
 	}
@@ -164,7 +185,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 // startServer builds and starts the server. The server reports some start-up failures (a port
 // taken between picking it and binding it, a broken config) through Logger.Fatal, which the
 // bridge turns into a panic; here that becomes an error instead of a crash.
-func (s *Server) startServer(cfg *config.Config, dyn dynamicconfig.StaticClient) (err error) {
+func (s *Server) startServer(cfg *config.Config, hosts map[primitives.ServiceName]static.Hosts, dyn dynamicconfig.StaticClient) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			var fe fatalError
@@ -175,7 +196,7 @@ func (s *Server) startServer(cfg *config.Config, dyn dynamicconfig.StaticClient)
 			panic(r)
 		}
 	}()
-	srv, err := temporal.NewServer(serverOptions(cfg, dyn, s.bridge)...)
+	srv, err := temporal.NewServer(serverOptions(cfg, hosts, dyn, s.bridge)...)
 	if err != nil {
 		return fmt.Errorf("devserver: create server: %w", err)
 	}
@@ -223,7 +244,8 @@ func (s *Server) NewClient(ctx context.Context, opts client.Options) (client.Cli
 }
 
 // Stop shuts the UI and the server down and releases the database file. It takes about a
-// second. After it returns the server logs nothing more, so a test's logger may go away.
+// second. The server logs nothing from the moment Stop begins, so a test's logger may go away
+// after it returns. Stop workers and close clients first.
 // Calling it again returns the first result.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
@@ -237,7 +259,9 @@ func (s *Server) Stop() error {
 }
 
 func (s *Server) stopServer() error {
-	defer s.bridge.close()
+	// Shutting down produces a burst of expected warnings (pollers cut off, peers already
+	// gone) that would only alarm whoever reads the log.
+	s.bridge.close()
 	if err := s.srv.Stop(); err != nil {
 		return fmt.Errorf("devserver: stop: %w", err)
 	}

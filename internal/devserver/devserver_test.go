@@ -44,7 +44,7 @@ func TestRestartKeepsSessions(t *testing.T) {
 	}
 
 	c1 := newClient(t, s1)
-	w1 := startWorker(t, c1, waitForFinish)
+	stopWorker1 := startWorker(t, c1, waitForFinish)
 	_, err := c1.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:        "session-1",
 		TaskQueue: taskQueue,
@@ -58,7 +58,7 @@ func TestRestartKeepsSessions(t *testing.T) {
 	}
 	waitForState(t, c1, "session-1", "waiting")
 	waitListed(t, c1, `SandbotOwner = 'alice' AND SandbotActiveTurn = true`, "session-1")
-	w1.Stop()
+	stopWorker1()
 	c1.Close()
 	if err := s1.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
@@ -99,7 +99,7 @@ func TestRestartKeepsSessions(t *testing.T) {
 	waitListed(t, c2, `SandbotOwner = 'alice'`, "session-1", "session-2")
 
 	// The workflow carries on after the restart.
-	startWorker(t, c2, waitForFinish)
+	stopWorker2 := startWorker(t, c2, waitForFinish)
 	if err := c2.SignalWorkflow(ctx, "session-1", "", finishSignal, "bye"); err != nil {
 		t.Fatalf("signal: %v", err)
 	}
@@ -113,6 +113,7 @@ func TestRestartKeepsSessions(t *testing.T) {
 	if err := c2.TerminateWorkflow(ctx, "session-2", "", "test done"); err != nil {
 		t.Fatalf("terminate: %v", err)
 	}
+	stopWorker2()
 	c2.Close()
 	if err := s2.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,11 +93,13 @@ func newClient(t testing.TB, s *Server) client.Client {
 	if err != nil {
 		t.Fatalf("NewClient: %v", err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(c.Close) // closing twice is harmless
 	return c
 }
 
-func startWorker(t testing.TB, c client.Client, workflows ...any) worker.Worker {
+// startWorker runs a worker for the workflows; the returned func stops it (once; it also
+// runs at cleanup).
+func startWorker(t testing.TB, c client.Client, workflows ...any) (stop func()) {
 	t.Helper()
 	w := worker.New(c, taskQueue, worker.Options{})
 	for _, wf := range workflows {
@@ -105,8 +108,9 @@ func startWorker(t testing.TB, c client.Client, workflows ...any) worker.Worker 
 	if err := w.Start(); err != nil {
 		t.Fatalf("worker start: %v", err)
 	}
-	t.Cleanup(w.Stop)
-	return w
+	stop = sync.OnceFunc(w.Stop)
+	t.Cleanup(stop)
+	return stop
 }
 
 // waitFor polls cond until it reports true, failing the test at the deadline with the last

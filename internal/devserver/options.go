@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -34,6 +35,9 @@ func (o Options) withDefaults() (Options, error) {
 			return o, fmt.Errorf("devserver: DBPath %q: %w", o.DBPath, err)
 		}
 		o.DBPath = abs
+		if info, err := os.Stat(abs); err == nil && info.IsDir() {
+			return o, fmt.Errorf("devserver: DBPath %s is a directory; give a file path such as %s", abs, filepath.Join(abs, "temporal.db"))
+		}
 	}
 
 	if o.IP == "" {

@@ -5,6 +5,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -113,6 +114,10 @@ func (b *Backend) Import(ctx context.Context, h sandbox.Handle, r io.Reader) err
 	if err != nil {
 		return fmt.Errorf("docker: import: %w", err)
 	}
+	// Fail fast on a sandbox that is gone, before spooling the archive.
+	if err := b.ensureRunning(ctx, "import", id); err != nil {
+		return err
+	}
 	spool, err := os.CreateTemp("", "sandbot-docker-import-*.tar")
 	if err != nil {
 		return fmt.Errorf("docker: import: spool: %w", err)
@@ -121,7 +126,7 @@ func (b *Backend) Import(ctx context.Context, h sandbox.Handle, r io.Reader) err
 	defer spool.Close()
 	bw := bufio.NewWriterSize(spool, ioBuffer)
 	rw := &importRewriter{uid: b.uid, gid: b.gid, dirs: map[string]bool{}, files: map[string]bool{}, symlinks: map[string]bool{}}
-	if err := rw.rewrite(ctx, tar.NewReader(bufio.NewReaderSize(r, ioBuffer)), tar.NewWriter(bw)); err != nil {
+	if err := rw.rewrite(ctx, bufio.NewReaderSize(r, ioBuffer), tar.NewWriter(bw)); err != nil {
 		return fmt.Errorf("docker: import: %w", err)
 	}
 	if err := bw.Flush(); err != nil {
@@ -174,13 +179,24 @@ type importRewriter struct {
 	symlinks map[string]bool
 }
 
-func (rw *importRewriter) rewrite(ctx context.Context, tr *tar.Reader, tw *tar.Writer) error {
+func (rw *importRewriter) rewrite(ctx context.Context, r io.Reader, tw *tar.Writer) error {
+	zr := &zeroTail{r: r}
+	tr := tar.NewReader(zr)
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// Bodies are read in full, so what Next reads is padding and the
+		// next header or the end-of-archive marker.
+		zr.zeros = 0
 		hdr, err := tr.Next()
 		if err == io.EOF {
+			// Go's tar reader also ends cleanly when the input stops at a
+			// member boundary; only the end-of-archive marker (two zero
+			// blocks) tells a whole archive from a truncated one.
+			if zr.zeros < 2*512 {
+				return errors.New("read archive: it ends without the end-of-archive marker (truncated?)")
+			}
 			return tw.Close()
 		}
 		if err != nil {
@@ -275,6 +291,26 @@ func (rw *importRewriter) parents(tw *tar.Writer, name string, mtime time.Time) 
 		rw.dirs[missing[i]] = true
 	}
 	return nil
+}
+
+// zeroTail counts the zero bytes at the end of what has been read.
+type zeroTail struct {
+	r     io.Reader
+	zeros int
+}
+
+func (z *zeroTail) Read(p []byte) (int, error) {
+	n, err := z.r.Read(p)
+	i := n
+	for i > 0 && p[i-1] == 0 {
+		i--
+	}
+	if i == 0 {
+		z.zeros += n
+	} else {
+		z.zeros = n - i
+	}
+	return n, err
 }
 
 // limitedBuffer keeps the first n bytes written to it and drops the rest.

@@ -67,7 +67,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Handle
 	labels[LabelManaged] = "true"
 	labels[LabelSession] = spec.SessionID
 
-	init := true
+	useInit := true
 	res := container.Resources{Memory: max(b.opts.MemoryBytes, 0)}
 	if b.opts.MemoryBytes > 0 {
 		res.MemorySwap = b.opts.MemoryBytes
@@ -95,18 +95,15 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Handle
 			NetworkMode:   container.NetworkMode(b.opts.Network),
 			CapDrop:       []string{"ALL"},
 			SecurityOpt:   []string{"no-new-privileges"},
-			Init:          &init,
+			Init:          &useInit,
 			Resources:     res,
 			RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		},
 	}
 	created, err := b.cli.ContainerCreate(ctx, opts)
 	if cerrdefs.IsConflict(err) {
-		// Our own name: a retried Create, or a sandbox the session lost
-		// track of. Create promises a fresh sandbox, so replace it.
-		b.log.Info("docker: replacing leftover container", "container", name, "workflow_id", spec.SessionID)
-		if _, rerr := b.cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); rerr != nil && !cerrdefs.IsNotFound(rerr) {
-			return sandbox.Handle{}, b.classify("create: remove leftover container", rerr)
+		if rerr := b.removeLeftover(ctx, name, spec.SessionID); rerr != nil {
+			return sandbox.Handle{}, rerr
 		}
 		created, err = b.cli.ContainerCreate(ctx, opts)
 	}
@@ -130,6 +127,32 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Handle
 	}
 	b.log.Info("docker: sandbox created", "sandbox", created.ID, "container", name, "image", b.opts.Image, "workflow_id", spec.SessionID)
 	return h, nil
+}
+
+// removeLeftover removes the container holding our name: one of a retried
+// Create, or a sandbox the session lost track of. Create promises a fresh
+// sandbox, so it goes, but only if its labels say it is this session's.
+func (b *Backend) removeLeftover(ctx context.Context, name, sessionID string) error {
+	info, err := b.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return nil // removed meanwhile
+	}
+	if err != nil {
+		return b.classify("create: inspect leftover container", err)
+	}
+	if cfg := info.Container.Config; cfg == nil || cfg.Labels[LabelManaged] != "true" || cfg.Labels[LabelSession] != sessionID {
+		return &userError{
+			msg:      fmt.Sprintf("docker: create: a container named %q that sandbot did not make for this session is in the way", name),
+			sentinel: sandbox.ErrUnavailable,
+			cause:    errors.New("container name conflict"),
+		}
+	}
+	b.log.Info("docker: replacing leftover container", "container", name, "workflow_id", sessionID)
+	_, err = b.cli.ContainerRemove(ctx, info.Container.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return b.classify("create: remove leftover container", err)
+	}
+	return nil
 }
 
 // prepare makes the workspace directory owned by the sandbox user and
@@ -224,7 +247,8 @@ func (b *Backend) Destroy(ctx context.Context, h sandbox.Handle) error {
 		return fmt.Errorf("docker: destroy: %w", err)
 	}
 	_, err = b.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !cerrdefs.IsNotFound(err) {
+	// A conflict here means a removal is already under way.
+	if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
 		return b.classify("destroy", err)
 	}
 	b.log.Info("docker: sandbox destroyed", "sandbox", id, "workflow_id", h.SessionID)

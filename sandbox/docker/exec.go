@@ -26,7 +26,7 @@ import (
 // killed.
 const wrapper = `if command -v setsid >/dev/null 2>&1; then setsid /bin/sh -c "$2" & else /bin/sh -c "$2" & fi
 p=$!
-echo "$p" >"$1"
+{ echo "$p" >"$1"; } 2>/dev/null
 wait "$p"
 rc=$?
 kill -KILL -"$p" 2>/dev/null
@@ -68,7 +68,9 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 	if limit <= 0 {
 		limit = b.opts.DefaultOutputCap
 	}
-	pidfile := "/tmp/.sandbot-exec-" + randomHex(8) + ".pid"
+	// /dev/shm is a tmpfs in every container: cheaper than the image's
+	// file system, which may be a FUSE overlay.
+	pidfile := "/dev/shm/.sandbot-exec-" + randomHex(8) + ".pid"
 	execID, err := b.execCreate(ctx, "exec", id, client.ExecCreateOptions{
 		Cmd:          []string{"/bin/sh", "-c", wrapper, "sandbot-exec", pidfile, c.Command},
 		AttachStdout: true,
@@ -82,6 +84,15 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 	start := time.Now()
 	att, err := b.cli.ExecAttach(ctx, execID, client.ExecAttachOptions{})
 	if err != nil {
+		if ctx.Err() != nil {
+			// The daemon may have started the command before the
+			// cancellation cut the attach short; it must not run on.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			defer cancel()
+			if kerr := b.killExec(cctx, id, execID, pidfile); kerr != nil {
+				b.log.Debug("docker: kill after a canceled attach", "sandbox", id, "error", kerr)
+			}
+		}
 		return sandbox.Result{}, b.classify("exec: attach", err)
 	}
 	defer att.Close()

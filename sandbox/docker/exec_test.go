@@ -42,20 +42,37 @@ func TestExecExitCodesAndStreams(t *testing.T) {
 	}
 }
 
+// running starts the given sleeps in the background and waits until each
+// runs (its command line is in /proc), so a test that later finds them
+// gone knows they were there to kill.
+func running(secs ...string) string {
+	var b strings.Builder
+	for i, s := range secs {
+		fmt.Fprintf(&b, "sleep %s & p%d=$!\n", s, i)
+	}
+	for i, s := range secs {
+		fmt.Fprintf(&b, "until grep -q %s /proc/$p%d/cmdline 2>/dev/null; do sleep 0.01; done\n", s, i)
+	}
+	return b.String()
+}
+
 func TestExecTimeoutKillsWholeGroup(t *testing.T) {
 	b := newBackend(t, docker.Options{})
 	h := sandboxtest.NewSandbox(t, b)
 	res := sandboxtest.Exec(t, b, h, sandbox.Cmd{
-		Command: "echo started; sleep 3131 & sh -c 'sleep 3132'; echo never",
-		Timeout: 700 * time.Millisecond,
+		Command: running("3131", "3132") + "echo started; touch started; wait; echo never",
+		Timeout: 3 * time.Second,
 	})
 	if !res.TimedOut || res.ExitCode != 137 {
 		t.Errorf("TimedOut %v exit %d, want true and 137", res.TimedOut, res.ExitCode)
 	}
+	if sandboxtest.Exec(t, b, h, sandbox.Cmd{Command: "test -e started"}).ExitCode != 0 {
+		t.Fatalf("the command had not started its children when the timeout hit (stdout %q); the host is too slow for this test", res.Stdout)
+	}
 	if res.Stdout != "started\n" {
 		t.Errorf("stdout %q, want only the output before the timeout", res.Stdout)
 	}
-	if res.Duration < 700*time.Millisecond {
+	if res.Duration < 3*time.Second {
 		t.Errorf("Duration %v is shorter than the timeout", res.Duration)
 	}
 	waitUntil(t, "the killed processes to disappear", func() bool {
@@ -64,15 +81,15 @@ func TestExecTimeoutKillsWholeGroup(t *testing.T) {
 	})
 	// The wrapper removes its pid file once the command is over; the only
 	// one left is that of the command looking.
-	if got := sandboxtest.Sh(t, b, h, "ls -a /tmp | grep -c '^.sandbot-exec-'"); got != "1\n" {
-		t.Errorf("%s pid files in /tmp, want 1 (the listing command's own)", strings.TrimSpace(got))
+	if got := sandboxtest.Sh(t, b, h, "ls -a /dev/shm | grep -c '^.sandbot-exec-'"); got != "1\n" {
+		t.Errorf("%s pid files in /dev/shm, want 1 (the listing command's own)", strings.TrimSpace(got))
 	}
 }
 
 func TestExecBackgroundJobsEndWithCommand(t *testing.T) {
 	b := newBackend(t, docker.Options{})
 	h := sandboxtest.NewSandbox(t, b)
-	res := sandboxtest.Exec(t, b, h, sandbox.Cmd{Command: "sleep 3141 >/dev/null 2>&1 & echo $! > bg.pid; echo done"})
+	res := sandboxtest.Exec(t, b, h, sandbox.Cmd{Command: running("3141") + "echo done"})
 	if res.ExitCode != 0 || res.TimedOut || res.Stdout != "done\n" {
 		t.Fatalf("got %+v", res)
 	}
@@ -92,7 +109,7 @@ func TestExecCancelKills(t *testing.T) {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := b.Exec(ctx, h, sandbox.Cmd{Command: "touch started; sleep 3151 & sleep 3152"})
+		res, err := b.Exec(ctx, h, sandbox.Cmd{Command: running("3151", "3152") + "touch started; wait"})
 		done <- outcome{res, err}
 	}()
 	waitUntil(t, "the command to start", func() bool {

@@ -1,6 +1,7 @@
 package docker_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -132,6 +133,28 @@ func TestCreateReplacesLeftover(t *testing.T) {
 	if got := sandboxtest.Sh(t, b, second, "ls -A"); got != "" {
 		t.Errorf("replacement workspace not empty: %q", got)
 	}
+
+	// A container of the same name that is not this session's is never
+	// removed to make room.
+	cli, image := testEnv(t)
+	name := strings.TrimPrefix(inspect(t, second).Container.Name, "/")
+	if err := b.Destroy(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: &container.Config{Image: image, Cmd: []string{"true"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = cli.ContainerRemove(context.Background(), foreign.ID, client.ContainerRemoveOptions{Force: true})
+	})
+	_, err = b.Create(ctx, spec)
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "in the way") {
+		t.Errorf("Create over a foreign container: %v; want sandbox.ErrUnavailable saying it is in the way", err)
+	}
+	if _, err := cli.ContainerInspect(ctx, foreign.ID, client.ContainerInspectOptions{}); err != nil {
+		t.Errorf("foreign container removed: %v", err)
+	}
 }
 
 func TestSuspendResume(t *testing.T) {
@@ -187,7 +210,7 @@ func TestContainerRemovedBehindTheBackendsBack(t *testing.T) {
 	for name, err := range map[string]error{
 		"Exec":   func() error { _, err := b.Exec(ctx, h, sandbox.Cmd{Command: "true"}); return err }(),
 		"Resume": b.Resume(ctx, h),
-		"Import": b.Import(ctx, h, strings.NewReader("")),
+		"Import": b.Import(ctx, h, bytes.NewReader(sandboxtest.BuildTar(t, sandboxtest.TarEntry{Name: "f", Body: "x"}))),
 	} {
 		if !errors.Is(err, sandbox.ErrNotFound) {
 			t.Errorf("%s: %v; want sandbox.ErrNotFound", name, err)

@@ -50,6 +50,9 @@ func (b *Backend) Sweep(ctx context.Context, alive func(sessionID string) (bool,
 			continue
 		}
 		_, rerr := b.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		if cerrdefs.IsConflict(rerr) {
+			continue // a removal is already under way
+		}
 		if rerr != nil && !cerrdefs.IsNotFound(rerr) {
 			errs = append(errs, b.classify("sweep: remove "+c.ID, rerr))
 			continue

@@ -14,6 +14,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -34,45 +35,27 @@ const keptMode = fs.ModePerm | fs.ModeSticky
 // workspace root: directories, regular files (hard links are stored as
 // copies) and symlinks, with their permission bits and modification times
 // (to the second, the tar default). Sockets, FIFOs and devices are
-// skipped. Symlinks are stored, never followed, so nothing outside the
-// workspace ends up in a snapshot.
+// skipped, and so are entries a command made unreadable to the worker
+// (with a warning), so one chmod cannot stop every later snapshot.
+// Symlinks are stored, never followed, so nothing outside the workspace
+// ends up in a snapshot.
 func (b *Backend) Export(ctx context.Context, h sandbox.Handle, w io.Writer) error {
 	ws, _, err := b.workspace(h)
 	if err != nil {
 		return fmt.Errorf("local: export: %w", err)
 	}
-	root, err := os.OpenRoot(ws)
-	if err != nil {
-		return fmt.Errorf("local: export: %w", err)
-	}
-	defer root.Close()
-
 	bw := bufio.NewWriterSize(w, ioBuffer)
-	tw := tar.NewWriter(bw)
-	buf := make([]byte, ioBuffer)
-	walkErr := fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if name == "." {
-			return nil
-		}
+	x := exporter{tw: tar.NewWriter(bw), buf: make([]byte, ioBuffer), b: b, id: h.ID}
+	err = walk(ws, func(rel string, dirfd int, name string, st *unix.Stat_t) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		fi, err := d.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // removed while we walked
-		}
-		if err != nil {
-			return err
-		}
-		return b.exportEntry(root, tw, name, fi, buf)
-	})
-	if walkErr != nil {
-		return fmt.Errorf("local: export: %w", walkErr)
+		return x.entry(rel, dirfd, name, st)
+	}, x.denied)
+	if err != nil {
+		return fmt.Errorf("local: export: %w", err)
 	}
-	if err := tw.Close(); err != nil {
+	if err := x.tw.Close(); err != nil {
 		return fmt.Errorf("local: export: %w", err)
 	}
 	if err := bw.Flush(); err != nil {
@@ -81,68 +64,121 @@ func (b *Backend) Export(ctx context.Context, h sandbox.Handle, w io.Writer) err
 	return nil
 }
 
-func (b *Backend) exportEntry(root *os.Root, tw *tar.Writer, name string, fi fs.FileInfo, buf []byte) error {
+type exporter struct {
+	tw  *tar.Writer
+	buf []byte
+	b   *Backend
+	id  string
+}
+
+func (x *exporter) denied(rel string, err error) {
+	x.b.log.Warn("local: export: skipping unreadable entry", "entry", rel, "sandbox", x.id, "error", err)
+}
+
+func (x *exporter) entry(rel string, dirfd int, name string, st *unix.Stat_t) error {
 	hdr := &tar.Header{
-		Name:    name,
-		Mode:    int64(fi.Mode().Perm()),
-		ModTime: fi.ModTime(),
+		Name:    rel,
+		Mode:    int64(st.Mode & 0o777),
+		ModTime: time.Unix(st.Mtim.Unix()),
 	}
-	if fi.Mode()&fs.ModeSticky != 0 {
+	if st.Mode&unix.S_ISVTX != 0 {
 		hdr.Mode |= 0o1000
 	}
-	switch {
-	case fi.Mode().IsRegular():
-		hdr.Typeflag = tar.TypeReg
-		hdr.Size = fi.Size()
-	case fi.IsDir():
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
 		hdr.Typeflag = tar.TypeDir
 		hdr.Name += "/"
-	case fi.Mode()&fs.ModeSymlink != 0:
-		target, err := root.Readlink(name)
+		return x.tw.WriteHeader(hdr)
+	case unix.S_IFLNK:
+		target, err := readlinkat(dirfd, name, st.Size)
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EINVAL) {
+			return nil // replaced or removed while we walked
+		}
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", rel, err)
 		}
 		hdr.Typeflag = tar.TypeSymlink
 		hdr.Linkname = target
-	default:
-		return nil // sockets, FIFOs, devices: not workspace content
+		return x.tw.WriteHeader(hdr)
+	case unix.S_IFREG:
+		return x.file(hdr, dirfd, name, st.Size)
 	}
-	if hdr.Typeflag != tar.TypeReg {
-		return tw.WriteHeader(hdr)
-	}
-	f, err := root.Open(name)
-	if errors.Is(err, fs.ErrNotExist) {
+	return nil // sockets, FIFOs, devices: not workspace content
+}
+
+func (x *exporter) file(hdr *tar.Header, dirfd int, name string, size int64) error {
+	fd, err := openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NOCTTY)
+	switch {
+	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ELOOP):
+		return nil // replaced or removed while we walked
+	case errors.Is(err, syscall.EACCES):
+		x.denied(hdr.Name, err)
 		return nil
+	case err != nil:
+		return fmt.Errorf("%s: %w", hdr.Name, err)
 	}
-	if err != nil {
+	defer unix.Close(fd)
+	hdr.Typeflag = tar.TypeReg
+	hdr.Size = size
+	if err := x.tw.WriteHeader(hdr); err != nil {
 		return err
 	}
-	defer f.Close()
-	if err := tw.WriteHeader(hdr); err != nil {
-		return err
-	}
-	n, err := io.CopyBuffer(tw, io.LimitReader(f, hdr.Size), buf)
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	if n < hdr.Size {
-		// The file shrank while we read it; pad so the archive stays
-		// well-formed. The next snapshot will carry the new content.
-		b.log.Warn("local: file shrank during export", "file", name, "sandbox", root.Name())
-		if _, err := io.CopyBuffer(tw, io.LimitReader(zeros{}, hdr.Size-n), buf); err != nil {
+	for left := size; left > 0; {
+		var n int
+		err := ignoringEINTR(func() error {
+			var err error
+			n, err = unix.Read(fd, x.buf[:min(int64(len(x.buf)), left)])
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", hdr.Name, err)
+		}
+		if n == 0 {
+			// The file shrank while we read it; pad so the archive stays
+			// well-formed. The next snapshot carries the new content.
+			x.b.log.Warn("local: file shrank during export", "file", hdr.Name, "sandbox", x.id)
+			clear(x.buf)
+			for left > 0 {
+				k := min(int64(len(x.buf)), left)
+				if _, err := x.tw.Write(x.buf[:k]); err != nil {
+					return err
+				}
+				left -= k
+			}
+			return nil
+		}
+		if _, err := x.tw.Write(x.buf[:n]); err != nil {
 			return err
 		}
+		left -= int64(n)
 	}
 	return nil
+}
+
+// readlinkat reads a symlink's target; size is its lstat size, a hint.
+func readlinkat(dirfd int, name string, size int64) (string, error) {
+	n := max(int(size)+1, 128)
+	for {
+		buf := make([]byte, n)
+		var got int
+		err := ignoringEINTR(func() error {
+			var err error
+			got, err = unix.Readlinkat(dirfd, name, buf)
+			return err
+		})
+		if err != nil {
+			return "", err
+		}
+		if got < n {
+			return string(buf[:got]), nil
+		}
+		n *= 2
+	}
 }
 
 // writerOnly hides an *os.File's ReaderFrom so io.CopyBuffer uses our
 // buffer instead of allocating a small one per file.
 type writerOnly struct{ io.Writer }
-
-type zeros struct{}
-
-func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
 // Import replaces the workspace with the archive's contents. It extracts
 // into a fresh directory beside the workspace and swaps it in only when

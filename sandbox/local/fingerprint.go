@@ -7,11 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandbot/sandbot/sandbox"
 )
@@ -36,57 +36,40 @@ func (b *Backend) Fingerprint(ctx context.Context, h sandbox.Handle) (string, er
 	if err != nil {
 		return "", fmt.Errorf("local: fingerprint: %w", err)
 	}
-	root, err := os.OpenRoot(ws)
-	if err != nil {
-		return "", fmt.Errorf("local: fingerprint: %w", err)
-	}
-	defer root.Close()
-
 	started := time.Now()
 	racyAfter := started.Add(-racyWindow).UnixNano()
 	racy := false
 	sum := sha256.New()
 	var rec [8 * 5]byte
-	err = fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
+	err = walk(ws, func(rel string, dirfd int, name string, st *unix.Stat_t) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		fi, err := d.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		sum.Write([]byte(name))
-		sum.Write([]byte{0})
-		st, _ := fi.Sys().(*syscall.Stat_t)
-		var ctime, ino int64
-		if st != nil {
-			ctime, ino = st.Ctim.Nano(), int64(st.Ino)
-		}
-		mtime := fi.ModTime().UnixNano()
-		if name != "." && (mtime >= racyAfter || ctime >= racyAfter) {
+		mtime, ctime := st.Mtim.Nano(), st.Ctim.Nano()
+		if mtime >= racyAfter || ctime >= racyAfter {
 			racy = true
 		}
-		binary.LittleEndian.PutUint64(rec[0:], uint64(fi.Mode()))
-		binary.LittleEndian.PutUint64(rec[8:], uint64(fi.Size()))
+		sum.Write([]byte(rel))
+		sum.Write([]byte{0})
+		binary.LittleEndian.PutUint64(rec[0:], uint64(st.Mode))
+		binary.LittleEndian.PutUint64(rec[8:], uint64(st.Size))
 		binary.LittleEndian.PutUint64(rec[16:], uint64(mtime))
 		binary.LittleEndian.PutUint64(rec[24:], uint64(ctime))
-		binary.LittleEndian.PutUint64(rec[32:], uint64(ino))
+		binary.LittleEndian.PutUint64(rec[32:], st.Ino)
 		sum.Write(rec[:])
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			target, err := root.Readlink(name)
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			target, err := readlinkat(dirfd, name, st.Size)
+			if err != nil && !errors.Is(err, syscall.ENOENT) {
 				return err
 			}
 			sum.Write([]byte(target))
 			sum.Write([]byte{0})
 		}
 		return nil
+	}, func(rel string, err error) {
+		// Unreadable directories are skipped by Export too; their
+		// contents cannot change the snapshot.
+		sum.Write([]byte(rel + "\x00denied\x00"))
 	})
 	if err != nil {
 		return "", fmt.Errorf("local: fingerprint: %w", err)

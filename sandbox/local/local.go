@@ -86,13 +86,14 @@ type Options struct {
 // state beyond its options, so any Backend with the same Root serves any
 // handle it created; it is safe for concurrent use.
 type Backend struct {
-	root  string
-	tmp   string
-	opts  Options
-	env   []string // fixed part of every command's environment
-	host  string
-	log   *slog.Logger
-	shell string
+	root     string
+	tmp      string
+	opts     Options
+	env      []string // fixed part of every command's environment
+	host     string
+	instance string // identity of root, see rootInstance
+	log      *slog.Logger
+	shell    string
 }
 
 var (
@@ -157,8 +158,48 @@ func New(opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("local: new: %s is needed to run commands: %w", b.shell, err)
 	}
 	b.host, _ = os.Hostname()
+	if b.instance, err = rootInstance(root); err != nil {
+		return nil, fmt.Errorf("local: new: %w", err)
+	}
 	return b, nil
 }
+
+// instanceFile names the file holding the root's identity.
+const instanceFile = ".instance"
+
+// rootInstance returns the random identity of a root directory, creating
+// it on first use. Handles carry it, so a handle from another host (or
+// another root) is recognized as not ours even when a directory of the
+// same name happens to exist here, e.g. left from an earlier stay of the
+// session on this host.
+func rootInstance(root string) (string, error) {
+	path := filepath.Join(root, instanceFile)
+	if data, err := os.ReadFile(path); err == nil && validInstance.Match(data) {
+		return string(data), nil
+	}
+	id := randomSuffix() + randomSuffix()
+	tmp := path + "." + randomSuffix()
+	if err := os.WriteFile(tmp, []byte(id), 0o600); err != nil {
+		return "", err
+	}
+	// Link, not rename: if another process created the file meanwhile, its
+	// identity wins and we read it back.
+	err := os.Link(tmp, path)
+	os.Remove(tmp)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	if !validInstance.Match(data) {
+		return "", fmt.Errorf("%s is corrupt; remove it to let the backend recreate it", path)
+	}
+	return string(data), nil
+}
+
+var validInstance = regexp.MustCompile(`^[0-9a-f]{24}$`)
 
 // Name returns "local".
 func (b *Backend) Name() string { return Name }
@@ -189,6 +230,9 @@ func dirName(sessionID string) string {
 	return b.String() + "-" + hex.EncodeToString(sum[:6])
 }
 
+// metaInstance is the Handle.Meta key of the root's identity.
+const metaInstance = "instance"
+
 var validID = regexp.MustCompile(`^[A-Za-z0-9_-]{0,40}-[0-9a-f]{12}$`)
 
 // paths resolves a handle to its workspace and temp directories, refusing
@@ -202,6 +246,13 @@ func (b *Backend) paths(h sandbox.Handle) (ws, tmp string, err error) {
 		return "", "", fmt.Errorf("handle ID %q is not a local workspace name", h.ID)
 	}
 	return filepath.Join(b.root, h.ID), filepath.Join(b.tmp, h.ID), nil
+}
+
+// ours reports whether h was made under this root (handles without the
+// identity, made by hand, are taken at their word).
+func (b *Backend) ours(h sandbox.Handle) bool {
+	id := h.Meta[metaInstance]
+	return id == "" || id == b.instance
 }
 
 // Create makes an empty workspace for spec.SessionID. An existing
@@ -235,7 +286,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Handle
 		ID:        name,
 		SessionID: spec.SessionID,
 		Workdir:   ws,
-		Meta:      map[string]string{"host": b.host},
+		Meta:      map[string]string{"host": b.host, metaInstance: b.instance},
 	}, nil
 }
 
@@ -245,6 +296,9 @@ func (b *Backend) Destroy(ctx context.Context, h sandbox.Handle) error {
 	ws, tmp, err := b.paths(h)
 	if err != nil {
 		return fmt.Errorf("local: destroy: %w", err)
+	}
+	if !b.ours(h) {
+		return nil // not here; the host that holds it must destroy it
 	}
 	killStrays(ws, b.log)
 	for _, dir := range []string{ws, tmp} {
@@ -260,6 +314,9 @@ func (b *Backend) Alive(ctx context.Context, h sandbox.Handle) (bool, error) {
 	ws, _, err := b.paths(h)
 	if err != nil {
 		return false, fmt.Errorf("local: alive: %w", err)
+	}
+	if !b.ours(h) {
+		return false, nil
 	}
 	fi, err := os.Lstat(ws)
 	switch {
@@ -277,6 +334,9 @@ func (b *Backend) workspace(h sandbox.Handle) (ws, tmp string, err error) {
 	ws, tmp, err = b.paths(h)
 	if err != nil {
 		return "", "", err
+	}
+	if !b.ours(h) {
+		return "", "", fmt.Errorf("workspace %s belongs to another host or root: %w", h.ID, sandbox.ErrNotFound)
 	}
 	fi, err := os.Lstat(ws)
 	if errors.Is(err, fs.ErrNotExist) || err == nil && !fi.IsDir() {

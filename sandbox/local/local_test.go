@@ -357,3 +357,51 @@ func TestCreateReportsUnusableRoot(t *testing.T) {
 		t.Errorf("Create on a broken root: %v, want an error wrapping ErrUnavailable", err)
 	}
 }
+
+func TestHandleFromAnotherRootIsNotAlive(t *testing.T) {
+	here := newBackend(t, Options{})
+	there := newBackend(t, Options{})
+	h, err := there.Create(context.Background(), sandbox.Spec{SessionID: "moved"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A directory of the same name here, as an earlier stay of the
+	// session on this host would leave.
+	if err := os.Mkdir(filepath.Join(here.Root(), h.ID), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if alive, err := here.Alive(context.Background(), h); err != nil || alive {
+		t.Errorf("Alive(foreign handle) = %v, %v; want false", alive, err)
+	}
+	if _, err := here.Exec(context.Background(), h, sandbox.Cmd{Command: "true"}); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Exec(foreign handle): %v, want ErrNotFound", err)
+	}
+	if alive, err := there.Alive(context.Background(), h); err != nil || !alive {
+		t.Errorf("Alive on the owning backend = %v, %v", alive, err)
+	}
+	// The root's identity survives a restart of the backend.
+	again := newBackend(t, Options{Root: there.Root()})
+	if alive, err := again.Alive(context.Background(), h); err != nil || !alive {
+		t.Errorf("Alive after a restart = %v, %v", alive, err)
+	}
+}
+
+func TestFingerprintNeverTrustsFreshTimestamps(t *testing.T) {
+	b := newBackend(t, Options{})
+	h := sandboxtest.NewSandbox(t, b)
+	sandboxtest.Sh(t, b, h, "echo x > f")
+	// A timestamp at or after the walk could be followed by a change the
+	// timestamps do not show, so such fingerprints must never match.
+	future := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(h.Workdir, "f"), future, future); err != nil {
+		t.Fatal(err)
+	}
+	a, err1 := b.Fingerprint(context.Background(), h)
+	c, err2 := b.Fingerprint(context.Background(), h)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if a == c {
+		t.Error("two fingerprints of a workspace with fresh timestamps are equal; a snapshot could be skipped wrongly")
+	}
+}

@@ -227,3 +227,40 @@ func (s *Server) interactLocked(c *Channel, from Member, typ int, data map[strin
 	s.gw.dispatch("INTERACTION_CREATE", 0, func(int) any { return wire })
 	return id, nil
 }
+
+// UserEdit changes the content of a user's message and dispatches
+// MESSAGE_UPDATE, as when someone edits what they wrote.
+func (s *Server) UserEdit(messageID, content string) error {
+	s.mu.Lock()
+	m, ok := s.messages[messageID]
+	if !ok || m.Deleted || m.Author.Bot {
+		s.mu.Unlock()
+		return fmt.Errorf("fake discord: no user message %s", messageID)
+	}
+	m.Content = content
+	m.Edited = time.Now()
+	s.bump()
+	wire := m.wire()
+	c := *s.channels[m.ChannelID]
+	s.mu.Unlock()
+	s.gw.dispatchMessage("MESSAGE_UPDATE", wire, &c, false)
+	return nil
+}
+
+// Redispatch sends MESSAGE_CREATE for a stored message again, with a new
+// sequence number, to every live gateway session: Discord redelivering an
+// event, as a bot that restarted between handling a message and
+// persisting that it did would see it.
+func (s *Server) Redispatch(messageID string) error {
+	s.mu.Lock()
+	m, ok := s.messages[messageID]
+	if !ok {
+		s.mu.Unlock()
+		return fmt.Errorf("fake discord: no message %s", messageID)
+	}
+	wire := m.wire()
+	c := *s.channels[m.ChannelID]
+	s.mu.Unlock()
+	s.gw.dispatchMessage("MESSAGE_CREATE", wire, &c, true)
+	return nil
+}

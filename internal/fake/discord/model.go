@@ -3,6 +3,7 @@ package discord
 import (
 	"encoding/json"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -284,3 +285,53 @@ type Record struct {
 	// Auth is the Authorization header.
 	Auth string
 }
+
+// embedText is the visible text of embeds JSON: titles, descriptions,
+// field names and values, and footers, one per line.
+func embedText(raw json.RawMessage) string {
+	var es []embed
+	if json.Unmarshal(rawOrEmpty(raw), &es) != nil {
+		return ""
+	}
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Title, e.Description)
+		for _, f := range e.Fields {
+			out = append(out, f.Name, f.Value)
+		}
+		if e.Footer != nil {
+			out = append(out, e.Footer.Text)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// customIDs lists the custom_id of every component in components JSON.
+func customIDs(raw json.RawMessage) []string {
+	var rows []component
+	if json.Unmarshal(rawOrEmpty(raw), &rows) != nil {
+		return nil
+	}
+	var out []string
+	for _, r := range rows {
+		for _, c := range r.Components {
+			if c.CustomID != nil {
+				out = append(out, *c.CustomID)
+			}
+		}
+	}
+	return out
+}
+
+// EmbedText is the visible text of the message's embeds (decoded, so
+// "<@id>" reads as sent rather than JSON-escaped).
+func (m Message) EmbedText() string { return embedText(m.Embeds) }
+
+// CustomIDs lists the custom_id of the message's buttons, in order.
+func (m Message) CustomIDs() []string { return customIDs(m.Components) }
+
+// EmbedText is the visible text of the edited message's embeds.
+func (e Edit) EmbedText() string { return embedText(e.Embeds) }
+
+// CustomIDs lists the custom_id of the edited message's buttons, in order.
+func (e Edit) CustomIDs() []string { return customIDs(e.Components) }

@@ -321,3 +321,12 @@ func (s *Server) record(r Record) {
 	s.requests = append(s.requests, r)
 	s.bump()
 }
+
+// Changed returns a channel that is closed at the fake's next state
+// change, for callers that wait on several sources at once (Wait covers
+// the common case).
+func (s *Server) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}

@@ -1,0 +1,175 @@
+// Package console is the terminal front end of sandbot: it reads lines
+// from a reader (a terminal, a pipe, a test) and writes the session to a
+// writer. It offers everything the chat platforms do, through chat.Core:
+// messages, the same commands, progress cards printed as they change, and
+// approval prompts answered by typing.
+//
+// Sessions live in Location{Platform: "console", Channel: "local",
+// Thread: NAME}; NAME is "default" until /session NAME switches it, so
+// several terminal sessions can be kept and resumed.
+package console
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandbot/sandbot/chat"
+)
+
+// Platform is the Location.Platform of console sessions.
+const Platform = "console"
+
+// Budget is the console's pacing: a terminal has no rate limit, but a
+// status line per poll would scroll everything else away.
+var Budget = chat.Budget{MinEditInterval: 300 * time.Millisecond}
+
+// Run drives the terminal until in ends or ctx is cancelled. Plain lines
+// are messages to the current session; lines starting with / or ! are
+// commands (see /help); /session [NAME] shows or switches the session and
+// /quit ends Run. While an approval is pending in the current session,
+// "a"/"approve", "A"/"always" and "r [reason]"/"reject [reason]" answer it.
+//
+// When in ends, Run waits for the current session's running turn to finish
+// (so `echo task | sandbot dev` prints the answer) unless ctx ends first.
+// It returns nil then, or when ctx is cancelled, and an error only if
+// reading in fails.
+func Run(ctx context.Context, core *chat.Core, in io.Reader, out io.Writer, user chat.User) error {
+	con := newConsole(out)
+	con.printf("sandbot console: session %q. Type a task, /help for commands, /session NAME to switch, /quit to leave.\n", con.thread().Thread)
+
+	lines := make(chan string)
+	readErr := make(chan error, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-stop:
+				return
+			}
+		}
+		readErr <- sc.Err()
+		close(lines)
+	}()
+
+	// Commands may wait for the session (a /pause waits for the running
+	// turn, which may wait for an approval typed here), so they run beside
+	// the input loop; messages and approvals run in order.
+	var cmds sync.WaitGroup
+	defer cmds.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case line, ok := <-lines:
+			if !ok {
+				if err := <-readErr; err != nil {
+					return fmt.Errorf("console: read input: %w", err)
+				}
+				cmds.Wait()
+				_ = core.WaitThread(ctx, con.thread()) // fails only when ctx ends
+				return nil
+			}
+			if quit := con.handle(ctx, core, user, line, &cmds); quit {
+				return nil
+			}
+		}
+	}
+}
+
+// handle runs one input line. It reports whether the user quit.
+func (c *console) handle(ctx context.Context, core *chat.Core, user chat.User, line string, cmds *sync.WaitGroup) bool {
+	text := strings.TrimSpace(line)
+	if text == "" {
+		return false
+	}
+	word, rest, _ := strings.Cut(text, " ")
+	switch strings.ToLower(word) {
+	case "/quit", "/exit":
+		return true
+	case "/session":
+		name := strings.TrimSpace(rest)
+		if name == "" {
+			c.printf("Current session: %s\n", c.thread().Thread)
+			return false
+		}
+		if strings.ContainsAny(name, " \t") {
+			c.printf("A session name is one word, like /session experiment.\n")
+			return false
+		}
+		c.switchTo(name)
+		c.printf("Switched to session %q.\n", name)
+		return false
+	}
+	th := c.thread()
+	if a, ok := c.approvalAction(th, text); ok {
+		a.User, a.Thread = user, th
+		a.Reply = func(_ context.Context, msg string) error {
+			c.printf("(only you) %s\n", msg)
+			return nil
+		}
+		if err := core.HandleAction(ctx, c, a); err != nil {
+			c.printf("(error) %v\n", err)
+		}
+		return false
+	}
+	m := chat.Message{EventID: newEventID(), Thread: th, User: user, Text: text}
+	if strings.HasPrefix(text, "/") || strings.HasPrefix(text, "!") {
+		cmds.Add(1)
+		go func() {
+			defer cmds.Done()
+			_ = core.HandleMessage(ctx, c, m) // the core already answered in the thread
+		}()
+		return false
+	}
+	_ = core.HandleMessage(ctx, c, m)
+	return false
+}
+
+// approvalAction turns an approval answer into an Action, if one is pending
+// in th and text is an answer.
+func (c *console) approvalAction(th chat.Thread, text string) (chat.Action, bool) {
+	c.mu.Lock()
+	value, pending := c.approvals[th.ID()]
+	c.mu.Unlock()
+	if !pending {
+		return chat.Action{}, false
+	}
+	word, reason, _ := strings.Cut(text, " ")
+	var id string
+	switch word {
+	case "a", "approve", "y", "yes":
+		if reason != "" {
+			return chat.Action{}, false
+		}
+		id = chat.ActionApprove
+	case "A", "always":
+		if reason != "" {
+			return chat.Action{}, false
+		}
+		id = chat.ActionApproveAlways
+	case "r", "reject", "n", "no":
+		id = chat.ActionReject
+	default:
+		return chat.Action{}, false
+	}
+	return chat.Action{ID: id, Value: value, Reason: strings.TrimSpace(reason)}, true
+}
+
+// newEventID is unique across runs: console sessions persist, and the
+// workflow ignores an event ID it has seen.
+func newEventID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "console-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,265 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/sandbot/sandbot/chat"
+)
+
+// Platform is the Location.Platform of Discord sessions.
+const Platform = "discord"
+
+// shutdownGrace is how long Run lets in-flight events finish after its
+// context ends.
+const shutdownGrace = 10 * time.Second
+
+// Handler is the chat core as the adapter uses it; *chat.Core implements
+// it. Methods are called from many goroutines; see chat.Core.
+type Handler interface {
+	HandleMessage(ctx context.Context, p chat.Poster, m chat.Message) error
+	HandleCommand(ctx context.Context, p chat.Poster, th chat.Thread, u chat.User, cmd chat.Command) (chat.Reply, error)
+	HandleAction(ctx context.Context, p chat.Poster, a chat.Action) error
+	Resume(ctx context.Context, p chat.Poster, platform string) error
+}
+
+// Adapter connects one Discord bot to the chat core. Create it with New
+// and start it with Run. It implements chat.Poster, chat.ThreadStarter,
+// chat.Mentioner and chat.ThreadLinker; those methods are safe for
+// concurrent use once Run has opened the gateway.
+type Adapter struct {
+	cfg Config
+	h   Handler
+	log *slog.Logger
+	s   *discordgo.Session
+
+	ready   chan struct{}
+	runOnce sync.Once
+
+	mu      sync.Mutex
+	botID   string
+	work    context.Context // handlers' context; outlives Run's by shutdownGrace
+	closing bool            // set when Run stops taking events
+
+	inflight   sync.WaitGroup
+	queues     *serial
+	seenMsgs   *recent[struct{}]
+	seenInters *recent[struct{}]
+	chans      *recent[chanInfo]
+}
+
+var (
+	_ chat.Poster        = (*Adapter)(nil)
+	_ chat.ThreadStarter = (*Adapter)(nil)
+	_ chat.Mentioner     = (*Adapter)(nil)
+	_ chat.ThreadLinker  = (*Adapter)(nil)
+	_ Handler            = (*chat.Core)(nil)
+)
+
+// New checks cfg and prepares an adapter; nothing touches the network
+// until Run. log may be nil.
+func New(cfg Config, h Handler, log *slog.Logger) (*Adapter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, errors.New("discord: a Handler (the chat core) is required")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg = cfg.withDefaults()
+	s, err := discordgo.New("Bot " + cfg.Token)
+	if err != nil {
+		return nil, fmt.Errorf("discord: new session: %w", err)
+	}
+	s.Client = httpClient(cfg)
+	s.Identify.Intents = intents(cfg)
+	// See the package comment: handlers only hand events off, so running
+	// them in order on the read loop keeps per-channel order for free.
+	s.SyncEvents = true
+	s.ShouldReconnectOnError = true
+	s.ShouldRetryOnRateLimit = true
+	s.MaxRestRetries = 3
+	s.StateEnabled = true
+	s.LogLevel = discordgo.LogError
+	return &Adapter{
+		cfg: cfg, h: h, log: log.With("platform", Platform), s: s,
+		ready:      make(chan struct{}),
+		botID:      cfg.ApplicationID,
+		queues:     newSerial(),
+		seenMsgs:   newRecent[struct{}](4096),
+		seenInters: newRecent[struct{}](1024),
+		chans:      newRecent[chanInfo](4096),
+	}, nil
+}
+
+// intents are the gateway intents the adapter needs: guilds (thread and
+// channel state), guild and direct messages, and, if configured, the
+// privileged message content.
+func intents(cfg Config) discordgo.Intent {
+	i := discordgo.IntentsGuilds | discordgo.IntentsGuildMessages | discordgo.IntentsDirectMessages
+	if cfg.MessageContentIntent {
+		i |= discordgo.IntentsMessageContent
+	}
+	return i
+}
+
+// rewriter sends requests for discord.com to another server (the fake),
+// setting both URL.Host and Host so that server sees its own address and
+// advertises a gateway URL the bot can dial.
+type rewriter struct {
+	target *url.URL
+	base   http.RoundTripper
+}
+
+func (rw *rewriter) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := rw.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if h := req.URL.Hostname(); h != "discord.com" && h != "discordapp.com" {
+		return base.RoundTrip(req)
+	}
+	r := req.Clone(req.Context())
+	r.URL.Scheme, r.URL.Host, r.Host = rw.target.Scheme, rw.target.Host, rw.target.Host
+	return base.RoundTrip(r)
+}
+
+func httpClient(cfg Config) *http.Client {
+	c := cfg.HTTPClient
+	if c == nil {
+		c = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.APIBase == "" {
+		return c
+	}
+	u, _ := url.Parse(cfg.APIBase) // checked by Validate
+	cc := *c
+	cc.Transport = &rewriter{target: u, base: c.Transport}
+	return &cc
+}
+
+// Ready is closed once Run has connected, registered the commands and
+// resumed watching active turns.
+func (a *Adapter) Ready() <-chan struct{} { return a.ready }
+
+// Run opens the gateway, registers the slash commands (in Config.GuildID,
+// or globally), resumes watchers of turns that were running when the bot
+// stopped, and serves until ctx ends. Then it stops taking events, lets
+// in-flight ones finish (for up to 10 s), and closes the gateway. It
+// returns an error if the bot cannot connect or register its commands;
+// after that, only nil. Run may be called once.
+func (a *Adapter) Run(ctx context.Context) error {
+	first := false
+	a.runOnce.Do(func() { first = true })
+	if !first {
+		return errors.New("discord: Run called twice")
+	}
+	work, stop := context.WithCancel(context.WithoutCancel(ctx))
+	a.mu.Lock()
+	a.work = work
+	a.mu.Unlock()
+	defer stop()
+
+	removers := []func(){
+		a.s.AddHandler(a.onReady),
+		a.s.AddHandler(a.onMessageCreate),
+		a.s.AddHandler(a.onThreadCreate),
+		a.s.AddHandler(a.onInteractionCreate),
+		a.s.AddHandler(func(*discordgo.Session, *discordgo.Resumed) { a.log.Info("gateway resumed") }),
+		a.s.AddHandler(func(*discordgo.Session, *discordgo.Disconnect) { a.log.Warn("gateway disconnected; reconnecting") }),
+	}
+	removeAll := func() {
+		for _, r := range removers {
+			r()
+		}
+	}
+	if err := a.s.Open(); err != nil {
+		removeAll()
+		return fmt.Errorf("discord: open gateway: %w", err)
+	}
+	if err := a.registerCommands(ctx); err != nil {
+		removeAll()
+		_ = a.s.Close()
+		return err
+	}
+	if err := a.h.Resume(ctx, a, Platform); err != nil {
+		// Not fatal: new events still work; old turns are picked up by the
+		// next message or click in their thread.
+		a.log.Error("resume watchers failed", "err", err)
+	}
+	close(a.ready)
+	a.log.Info("discord adapter running", "bot_id", a.bot(), "guild", a.cfg.GuildID)
+
+	<-ctx.Done()
+	removeAll()
+	a.mu.Lock()
+	a.closing = true
+	a.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		a.inflight.Wait()
+		a.queues.wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(shutdownGrace):
+		a.log.Warn("shutdown: cancelling events still in flight")
+		stop()
+		<-done
+	}
+	if err := a.s.Close(); err != nil {
+		a.log.Warn("close gateway", "err", err)
+	}
+	return nil
+}
+
+// ctx is the context for work on events.
+func (a *Adapter) ctx() context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.work
+}
+
+// accept reports whether events are still taken, and if so counts one in
+// flight; the caller must call a.inflight.Done. Checking and counting
+// under one lock keeps shutdown's Wait from racing a late Add.
+func (a *Adapter) accept() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closing {
+		return false
+	}
+	a.inflight.Add(1)
+	return true
+}
+
+func (a *Adapter) bot() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.botID
+}
+
+func (a *Adapter) onReady(_ *discordgo.Session, r *discordgo.Ready) {
+	if r.User == nil {
+		return
+	}
+	a.mu.Lock()
+	a.botID = r.User.ID
+	a.mu.Unlock()
+	a.log.Info("gateway ready", "bot_id", r.User.ID, "session", r.SessionID != "")
+}
+
+// Session is the underlying discordgo session, for callers that need a
+// Discord call the adapter does not wrap. Do not add handlers that block.
+func (a *Adapter) Session() *discordgo.Session { return a.s }

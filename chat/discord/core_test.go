@@ -1,0 +1,215 @@
+package discord_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/discord"
+	fake "github.com/sandbot/sandbot/internal/fake/discord"
+	"github.com/sandbot/sandbot/workflows"
+)
+
+// newCore is the real chat core over fake sessions, with the adapter's
+// budget but fast pacing so tests do not wait for Discord's real pace.
+func newCore(t testing.TB, cfg discord.Config, fs *fakeSessions) *chat.Core {
+	b := cfg.Budget()
+	b.MinEditInterval = 5 * time.Millisecond
+	core := chat.NewCore(chat.CoreConfig{
+		Budgets: map[string]chat.Budget{discord.Platform: b},
+		PollMin: 5 * time.Millisecond, PollMax: 20 * time.Millisecond,
+		Backends: cfg.Backends,
+	}, fs, testLog(t))
+	t.Cleanup(core.Close)
+	return core
+}
+
+// edited waits for an edit of message ref that satisfies ok.
+func edited(t *testing.T, f *fake.Server, ref, what string, ok func(fake.Edit) bool) fake.Edit {
+	t.Helper()
+	var got fake.Edit
+	wait(t, f, what, func() bool {
+		for _, e := range f.Edits() {
+			if e.MessageID == ref && ok(e) {
+				got = e
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func exit(n int) *int { return &n }
+
+func TestCoreTurnWithApprovalsAndAnswer(t *testing.T) {
+	t.Parallel()
+	f := fake.Start(t, fake.Options{})
+	cfg := config(f)
+	fs := newFakeSessions(approverRole)
+	start(t, cfg, newCore(t, cfg, fs))
+
+	um, _ := f.UserMessage(fake.DefaultChannelID, alice, bot()+"run the tests")
+	th := chat.Thread{Platform: "discord", Workspace: fake.DefaultGuildID, Channel: fake.DefaultChannelID, Thread: um.ID}
+	id := th.ID()
+	ref := fs.statusRef(t, f, id)
+	status, _ := f.Message(ref)
+	if status.ChannelID != um.ID {
+		t.Fatalf("status message in %s, want the session thread %s", status.ChannelID, um.ID)
+	}
+
+	fs.set(id, func(ts *workflows.TurnState) {
+		ts.ToolCalls = []workflows.ToolCallState{{CallID: "call_1", Name: "shell", Commands: []string{"go test ./..."}, Status: workflows.CallRunning}}
+	})
+	edited(t, f, ref, "running call shown", func(e fake.Edit) bool { return strings.Contains(e.EmbedText(), "go test ./...") })
+
+	fs.set(id, func(ts *workflows.TurnState) {
+		ts.ToolCalls[0].Status, ts.ToolCalls[0].ExitCode, ts.ToolCalls[0].Output = workflows.CallCompleted, exit(0), "ok  pkg 0.1s"
+		ts.ToolCalls = append(ts.ToolCalls, workflows.ToolCallState{CallID: "call_2", Name: "shell", Commands: []string{"rm -rf build"}, Status: workflows.CallAwaitingApproval})
+		ts.Status = workflows.StatusAwaitingApproval
+		ts.Pending = &workflows.PendingApproval{CallID: "call_2", Command: "rm -rf build", AskedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
+	})
+	withButtons := edited(t, f, ref, "approval buttons", func(e fake.Edit) bool { return len(e.CustomIDs()) == 3 })
+	approveID := customIDOf(t, withButtons, "approve:")
+
+	// bob may not approve: the workflow's refusal reaches only him.
+	bid, err := f.ClickButton(ref, bob, approveID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, f, "refusal for bob", func() bool { return len(interaction(t, f, bid).FollowUps) == 1 })
+	fu, _ := f.Message(interaction(t, f, bid).FollowUps[0])
+	if !fu.Ephemeral() || fu.Content != "You may not approve commands in this session." {
+		t.Fatalf("bob's answer = %+v", fu)
+	}
+
+	// alice approves: the card is updated in place, naming her, without buttons.
+	if _, err := f.ClickButton(ref, alice, approveID); err != nil {
+		t.Fatal(err)
+	}
+	edited(t, f, ref, "decision shown", func(e fake.Edit) bool {
+		return strings.Contains(e.EmbedText(), "approved by <@"+alice.User.ID+">") && len(e.CustomIDs()) == 0
+	})
+	if len(fs.approvals) != 1 || fs.approvals[0].CallID != "call_2" || fs.approvals[0].Decision != workflows.DecisionApprove || fs.approvals[0].User.ID != alice.User.ID {
+		t.Fatalf("approvals = %+v", fs.approvals)
+	}
+
+	answer := "All green.\n\n```text\n" + strings.Repeat("PASS pkg/some/long/package/path 0.01s\n", 80) + "```"
+	fs.set(id, func(ts *workflows.TurnState) {
+		ts.ToolCalls[1].Status, ts.ToolCalls[1].ExitCode = workflows.CallCompleted, exit(0)
+		ts.Status, ts.FinalText, ts.EndedAt = workflows.StatusComplete, answer, time.Now()
+	})
+	waitBoth(t, f, fs, "final answer recorded", func() bool { return fs.get(id).FinalRef != "" })
+	edited(t, f, ref, "final status", func(e fake.Edit) bool { return e.Content == "✅ Done" })
+	var parts []fake.Message
+	for _, m := range botMessages(f, th.Thread) {
+		if m.ID != ref {
+			parts = append(parts, m)
+		}
+	}
+	if len(parts) != 2 || parts[0].ID != fs.get(id).FinalRef || !strings.HasPrefix(parts[0].Content, "All green.") {
+		t.Fatalf("answer parts = %d (first %q)", len(parts), parts[0].Content)
+	}
+	for _, p := range parts {
+		if strings.Count(p.Content, "```")%2 != 0 {
+			t.Fatalf("part with an open code block: %q", p.Content)
+		}
+	}
+}
+
+func customIDOf(t *testing.T, e fake.Edit, prefix string) string {
+	t.Helper()
+	for _, id := range e.CustomIDs() {
+		if strings.HasPrefix(id, prefix) {
+			return id
+		}
+	}
+	t.Fatalf("no %s button in %v", prefix, e.CustomIDs())
+	return ""
+}
+
+func TestCoreRejectWithReason(t *testing.T) {
+	t.Parallel()
+	f := fake.Start(t, fake.Options{})
+	cfg := config(f)
+	fs := newFakeSessions()
+	start(t, cfg, newCore(t, cfg, fs))
+	um, _ := f.UserMessage(fake.DefaultChannelID, alice, bot()+"clean up")
+	id := chat.Thread{Platform: "discord", Workspace: fake.DefaultGuildID, Channel: fake.DefaultChannelID, Thread: um.ID}.ID()
+	fs.statusRef(t, f, id)
+	fs.set(id, func(ts *workflows.TurnState) {
+		ts.ToolCalls = []workflows.ToolCallState{{CallID: "call_9", Name: "shell", Commands: []string{"git push -f"}, Status: workflows.CallAwaitingApproval}}
+		ts.Status = workflows.StatusAwaitingApproval
+		ts.Pending = &workflows.PendingApproval{CallID: "call_9", Command: "git push -f"}
+	})
+	ref := fs.get(id).StatusRef
+	e := edited(t, f, ref, "buttons", func(e fake.Edit) bool { return len(e.CustomIDs()) == 3 })
+	rid, _ := f.ClickButton(ref, alice, customIDOf(t, e, "reject:"))
+	wait(t, f, "modal", func() bool { return interaction(t, f, rid).ResponseType == fake.CallbackModal })
+	if _, err := f.SubmitModal(rid, alice, map[string]string{"reason": "never force-push"}); err != nil {
+		t.Fatal(err)
+	}
+	edited(t, f, ref, "rejection shown", func(e fake.Edit) bool {
+		return strings.Contains(e.EmbedText(), "rejected by <@"+alice.User.ID+">: never force-push")
+	})
+	if a := fs.approvals; len(a) != 1 || a[0].Decision != workflows.DecisionReject || a[0].Reason != "never force-push" {
+		t.Fatalf("approvals = %+v", a)
+	}
+}
+
+// TestRestartKeepsEditingTheStatusMessage stops the bot mid-turn, changes
+// the turn while it is away, and starts a new bot: it resumes watching and
+// edits the status message it posted before, instead of posting another.
+func TestRestartKeepsEditingTheStatusMessage(t *testing.T) {
+	t.Parallel()
+	f := fake.Start(t, fake.Options{})
+	cfg := config(f)
+	fs := newFakeSessions()
+
+	core1 := chat.NewCore(chat.CoreConfig{Budgets: map[string]chat.Budget{discord.Platform: {MinEditInterval: 5 * time.Millisecond, MaxButtonValue: chat.MaxDiscordButtonValue}},
+		PollMin: 5 * time.Millisecond, PollMax: 20 * time.Millisecond}, fs, testLog(t))
+	a1, err := discord.New(cfg, core1, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx1, stop1 := context.WithCancel(context.Background())
+	done1 := make(chan error, 1)
+	go func() { done1 <- a1.Run(ctx1) }()
+	stopped := false
+	stopBot1 := func() {
+		if !stopped {
+			stopped = true
+			stop1()
+			if err := <-done1; err != nil {
+				t.Error(err)
+			}
+			core1.Close()
+		}
+	}
+	t.Cleanup(stopBot1)
+	<-a1.Ready()
+
+	um, _ := f.UserMessage(fake.DefaultChannelID, alice, bot()+"long job")
+	th := chat.Thread{Platform: "discord", Workspace: fake.DefaultGuildID, Channel: fake.DefaultChannelID, Thread: um.ID}
+	id := th.ID()
+	fs.statusRef(t, f, id)
+	ref := fs.get(id).StatusRef
+	fs.set(id, func(ts *workflows.TurnState) {
+		ts.ToolCalls = []workflows.ToolCallState{{CallID: "c1", Name: "shell", Commands: []string{"make build"}, Status: workflows.CallRunning}}
+	})
+	edited(t, f, ref, "first call", func(e fake.Edit) bool { return strings.Contains(e.EmbedText(), "make build") })
+
+	stopBot1()
+	fs.set(id, func(ts *workflows.TurnState) {
+		ts.ToolCalls[0].Status, ts.ToolCalls[0].ExitCode = workflows.CallCompleted, exit(0)
+		ts.ToolCalls = append(ts.ToolCalls, workflows.ToolCallState{CallID: "c2", Name: "shell", Commands: []string{"make deploy"}, Status: workflows.CallRunning})
+	})
+
+	start(t, cfg, newCore(t, cfg, fs))
+	edited(t, f, ref, "second call on the same message", func(e fake.Edit) bool { return strings.Contains(e.EmbedText(), "make deploy") })
+	if n := len(botMessages(f, th.Thread)); n != 1 {
+		t.Fatalf("thread has %d bot messages, want the one status message", n)
+	}
+}

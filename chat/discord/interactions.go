@@ -1,0 +1,178 @@
+package discord
+
+import (
+	"context"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/sandbot/sandbot/chat"
+)
+
+// reasonInput is the custom_id of the reject modal's text input.
+const reasonInput = "reason"
+
+func (a *Adapter) onInteractionCreate(_ *discordgo.Session, ic *discordgo.InteractionCreate) {
+	if !a.seenInters.add(ic.ID, struct{}{}) {
+		a.log.Info("dropped a replayed interaction", "interaction_id", ic.ID)
+		return
+	}
+	r := &ireply{a: a, i: ic.Interaction, received: time.Now()}
+	if !a.accept() {
+		return
+	}
+	go func() {
+		defer a.inflight.Done()
+		ctx := a.ctx()
+		switch ic.Type {
+		case discordgo.InteractionApplicationCommand:
+			a.handleCommand(ctx, r)
+		case discordgo.InteractionMessageComponent:
+			a.handleButton(ctx, r)
+		case discordgo.InteractionModalSubmit:
+			a.handleModal(ctx, r)
+		}
+	}()
+}
+
+func (a *Adapter) handleCommand(ctx context.Context, r *ireply) {
+	cmd := toCommand(r.i.ApplicationCommandData())
+	eph := privateAnswer(cmd)
+	if ci, ok := a.cachedChannel(r.i.ChannelID); ok && r.i.GuildID != "" && !ci.thread() && cmd.Name != chat.CmdSessions {
+		eph = true // outside a session thread only an answer for the asker makes sense
+	}
+	r.deferAnswer(ctx, eph)
+	th, err := a.interactionThread(ctx, r.i)
+	if err != nil {
+		a.log.Error("command: channel lookup failed", "interaction_id", r.i.ID, "err", err)
+		r.answer(ctx, chat.Reply{Text: "I could not look this channel up; try again in a moment.", Ephemeral: true})
+		return
+	}
+	u := r.user()
+	if err := a.cfg.Authorize(u, th); err != nil {
+		a.log.Info("command refused", "command", cmd.Name, "user_id", u.ID, "reason", err)
+		r.answer(ctx, chat.Reply{Text: chat.UserMessage(err), Ephemeral: true})
+		return
+	}
+	rep, err := a.h.HandleCommand(ctx, a, th, u, cmd)
+	if err != nil {
+		a.log.Error("handle command", "command", cmd.Name, "thread_id", th.ID(), "err", err)
+	}
+	r.answer(ctx, rep)
+}
+
+func (a *Adapter) handleButton(ctx context.Context, r *ireply) {
+	action, value, err := ParseCustomID(r.i.MessageComponentData().CustomID)
+	if err != nil {
+		r.respond(ctx, ephemeralMessage("This button is not one I know; use the buttons on the latest status message."))
+		return
+	}
+	u := r.user()
+	if err := a.quickAuthorize(u, r.i); err != nil {
+		r.respond(ctx, ephemeralMessage(chat.UserMessage(err)))
+		return
+	}
+	if action == chat.ActionReject {
+		// A modal must be the first answer; the decision comes with its
+		// submit, which carries this custom_id back.
+		r.respond(ctx, rejectModal(r.i.MessageComponentData().CustomID))
+		return
+	}
+	r.respond(ctx, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
+	a.decide(ctx, r, chat.Action{ID: action, Value: value, User: u})
+}
+
+func (a *Adapter) handleModal(ctx context.Context, r *ireply) {
+	data := r.i.ModalSubmitData()
+	action, value, err := ParseCustomID(data.CustomID)
+	if r.i.Message != nil {
+		r.respond(ctx, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
+	} else {
+		r.deferAnswer(ctx, true)
+	}
+	if err != nil {
+		r.answer(ctx, chat.Reply{Text: "This form is not one I know.", Ephemeral: true})
+		return
+	}
+	a.decide(ctx, r, chat.Action{ID: action, Value: value, Reason: modalValue(data, reasonInput), User: r.user()})
+}
+
+// decide hands an approval to the core, which answers refusals through
+// act.Reply and re-renders the status message on success.
+func (a *Adapter) decide(ctx context.Context, r *ireply, act chat.Action) {
+	th, err := a.interactionThread(ctx, r.i)
+	if err != nil {
+		a.log.Error("action: channel lookup failed", "interaction_id", r.i.ID, "err", err)
+		r.answer(ctx, chat.Reply{Text: "I could not look this channel up; try again in a moment.", Ephemeral: true})
+		return
+	}
+	if err := a.cfg.Authorize(act.User, th); err != nil {
+		r.answer(ctx, chat.Reply{Text: chat.UserMessage(err), Ephemeral: true})
+		return
+	}
+	act.Thread = th
+	act.Reply = func(ctx context.Context, text string) error {
+		r.answer(ctx, chat.Reply{Text: text, Ephemeral: true})
+		return nil
+	}
+	if err := a.h.HandleAction(ctx, a, act); err != nil {
+		a.log.Error("handle action", "action", act.ID, "thread_id", th.ID(), "err", err)
+	}
+}
+
+// quickAuthorize refuses clicks it can refuse without network calls: the
+// user, roles and guild, and the channel when it is cached.
+func (a *Adapter) quickAuthorize(u chat.User, i *discordgo.Interaction) error {
+	cfg := a.cfg
+	th := chat.Thread{Platform: Platform, Workspace: i.GuildID, Channel: i.ChannelID, Thread: i.ChannelID}
+	if ci, ok := a.cachedChannel(i.ChannelID); ok {
+		th = location(i.GuildID, ci)
+	} else {
+		cfg.AllowedChannels = nil // checked after the acknowledgement
+	}
+	return cfg.Authorize(u, th)
+}
+
+// interactionThread is the session location of an interaction's channel.
+func (a *Adapter) interactionThread(ctx context.Context, i *discordgo.Interaction) (chat.Thread, error) {
+	if i.GuildID == "" {
+		return location("", chanInfo{ID: i.ChannelID}), nil
+	}
+	ci, err := a.channel(ctx, i.ChannelID)
+	if err != nil {
+		return chat.Thread{}, err
+	}
+	return location(i.GuildID, ci), nil
+}
+
+func ephemeralMessage(text string) *discordgo.InteractionResponse {
+	return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseChannelMessageWithSource,
+		Data: &discordgo.InteractionResponseData{Content: clampPlain(text, MaxContent), Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()}}
+}
+
+func rejectModal(customID string) *discordgo.InteractionResponse {
+	return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseModal, Data: &discordgo.InteractionResponseData{
+		CustomID: customID,
+		Title:    "Reject this command",
+		Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+			discordgo.TextInput{CustomID: reasonInput, Label: "Why? (the agent is told)", Style: discordgo.TextInputParagraph,
+				Placeholder: "Optional", MaxLength: 1000},
+		}}},
+	}}
+}
+
+// modalValue is the value of a modal's text input.
+func modalValue(d discordgo.ModalSubmitInteractionData, id string) string {
+	for _, c := range d.Components {
+		row, ok := c.(*discordgo.ActionsRow)
+		if !ok {
+			continue
+		}
+		for _, rc := range row.Components {
+			if ti, ok := rc.(*discordgo.TextInput); ok && ti.CustomID == id {
+				return ti.Value
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,302 @@
+package discord_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/discord"
+	fake "github.com/sandbot/sandbot/internal/fake/discord"
+)
+
+// session starts a session thread and returns its location.
+func session(t *testing.T, f *fake.Server, rec *recorder) chat.Thread {
+	t.Helper()
+	n := len(rec.messages())
+	if _, err := f.UserMessage(fake.DefaultChannelID, alice, bot()+"work"); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "session start", func() bool { return len(rec.msgs) > n })
+	return rec.messages()[n].Thread
+}
+
+func interaction(t *testing.T, f *fake.Server, id string) fake.Interaction {
+	t.Helper()
+	in, ok := f.Interaction(id)
+	if !ok {
+		t.Fatalf("no interaction %s", id)
+	}
+	return in
+}
+
+func TestSlashCommandInSessionThread(t *testing.T) {
+	t.Parallel()
+	f := fake.Start(t, fake.Options{})
+	rec := newRecorder()
+	start(t, config(f), rec)
+	th := session(t, f, rec)
+
+	id, err := f.SlashCommand(th.Thread, alice, "backend", fake.CommandOption{Name: "name", Value: "docker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "command", func() bool { return len(rec.cmds) == 1 })
+	c := rec.cmds[0]
+	if c.Thread != th || c.Cmd.Name != chat.CmdBackend || c.Cmd.Backend != "docker" || c.User.ID != alice.User.ID {
+		t.Fatalf("command = %+v", c)
+	}
+	wait(t, f, "answer", func() bool {
+		in := interaction(t, f, id)
+		m, _ := f.Message(in.OriginalID)
+		return m.Content == "ran /backend"
+	})
+	in := interaction(t, f, id)
+	if in.ResponseType != fake.CallbackDeferMessage || in.ResponseFlags != 0 {
+		t.Fatalf("want a public deferred answer, got type %d flags %d", in.ResponseType, in.ResponseFlags)
+	}
+
+	// /fork with both options and /destroy confirm map onto the core's command.
+	if _, err := f.SlashCommand(th.Thread, alice, "fork", fake.CommandOption{Name: "title", Value: "try b"}, fake.CommandOption{Name: "backend", Value: "local"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.SlashCommand(th.Thread, alice, "destroy", fake.CommandOption{Name: "confirm", Value: true}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "fork and destroy", func() bool { return len(rec.cmds) == 3 })
+	got := map[string]chat.Command{}
+	for _, c := range rec.cmds[1:] {
+		got[c.Cmd.Name] = c.Cmd
+	}
+	if f := got[chat.CmdFork]; f.Title != "try b" || f.Backend != "local" {
+		t.Fatalf("fork = %+v", f)
+	}
+	if !got[chat.CmdDestroy].Confirm {
+		t.Fatalf("destroy = %+v", got[chat.CmdDestroy])
+	}
+}
+
+func TestCommandAnswersCardsAndPrivacy(t *testing.T) {
+	t.Parallel()
+	f := fake.Start(t, fake.Options{})
+	rec := newRecorder()
+	rec.onCommand = func(_ context.Context, _ chat.Poster, c cmdCall) chat.Reply {
+		switch c.Cmd.Name {
+		case chat.CmdStatus:
+			return chat.Reply{Ephemeral: true, Card: &chat.Card{Title: "📋 Session", Blocks: []chat.Block{{Kind: chat.BlockFields, Fields: []chat.Field{{Label: "Backend", Value: "local"}}}}}}
+		case chat.CmdStop:
+			// what the core says outside a session
+			return chat.Reply{Text: "There is no session in this thread.", Ephemeral: true}
+		}
+		return chat.Reply{Text: "ok"}
+	}
+	start(t, config(f), rec)
+	th := session(t, f, rec)
+
+	// /status: deferred ephemerally, answered with the card.
+	sid, _ := f.SlashCommand(th.Thread, alice, "status")
+	wait(t, f, "status card", func() bool {
+		m, _ := f.Message(interaction(t, f, sid).OriginalID)
+		return strings.Contains(m.EmbedText(), "**Backend:** local")
+	})
+	if in := interaction(t, f, sid); in.ResponseFlags&fake.FlagEphemeral == 0 {
+		t.Fatalf("/status was not deferred ephemerally: %+v", in)
+	}
+
+	// /stop in the plain channel: known not to be a session thread, so
+	// deferred ephemerally from the start.
+	cid, _ := f.SlashCommand(fake.DefaultChannelID, alice, "stop")
+	wait(t, f, "stop answer", func() bool {
+		m, _ := f.Message(interaction(t, f, cid).OriginalID)
+		return m.Content == "There is no session in this thread."
+	})
+	if in := interaction(t, f, cid); in.ResponseFlags&fake.FlagEphemeral == 0 {
+		t.Fatalf("/stop outside a thread was not ephemeral: %+v", in)
+	}
+	if c := rec.cmds[len(rec.cmds)-1]; c.Thread.Thread != "" || c.Thread.Channel != fake.DefaultChannelID {
+		t.Fatalf("location outside a thread = %+v", c.Thread)
+	}
+
+	// /stop in the thread was deferred publicly; the private answer
+	// replaces the public "thinking" message with an ephemeral follow-up.
+	tid, _ := f.SlashCommand(th.Thread, alice, "stop")
+	wait(t, f, "private follow-up", func() bool { return len(interaction(t, f, tid).FollowUps) == 1 })
+	in := interaction(t, f, tid)
+	orig, _ := f.Message(in.OriginalID)
+	fu, _ := f.Message(in.FollowUps[0])
+	if in.ResponseFlags != 0 || !orig.Deleted || !fu.Ephemeral() || fu.Content != "There is no session in this thread." {
+		t.Fatalf("swap: interaction %+v, original deleted=%v, follow-up %+v", in, orig.Deleted, fu)
+	}
+}
+
+func TestAnswerAfterTokenExpiryIsABotMessage(t *testing.T) {
+	t.Parallel()
+	f := fake.Start(t, fake.Options{})
+	rec := newRecorder()
+	release := make(chan struct{})
+	rec.onCommand = func(ctx context.Context, _ chat.Poster, c cmdCall) chat.Reply {
+		if c.Cmd.Name == chat.CmdFork {
+			<-release // the fork takes longer than the token lives
+		}
+		return chat.Reply{Text: "Forked at turn 3."}
+	}
+	start(t, config(f), rec)
+	th := session(t, f, rec)
+	id, _ := f.SlashCommand(th.Thread, alice, "fork")
+	wait(t, f, "deferred", func() bool { return interaction(t, f, id).Acked })
+	f.ExpireInteraction(id)
+	close(release)
+	want := "<@" + alice.User.ID + "> Forked at turn 3."
+	wait(t, f, "late answer in the thread", func() bool {
+		for _, m := range botMessages(f, th.Thread) {
+			if m.Content == want {
+				return true
+			}
+		}
+		return false
+	})
+	// The adapter tried the webhook first and Discord refused it.
+	refused := false
+	for _, r := range f.Requests() {
+		refused = refused || (strings.Contains(r.Path, "/webhooks/") && r.Status == 401)
+	}
+	if !refused {
+		t.Fatal("no refused webhook call recorded; the handover was not exercised")
+	}
+}
+
+func TestShortTokenTTLGoesStraightToBotMessages(t *testing.T) {
+	t.Parallel()
+	f := fake.Start(t, fake.Options{})
+	rec := newRecorder()
+	cfg := config(f)
+	cfg.InteractionTokenTTL = time.Nanosecond // every answer comes "after" the token
+	start(t, cfg, rec)
+	th := session(t, f, rec)
+	if _, err := f.SlashCommand(th.Thread, alice, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	// The answer is a bot message of its own (not an interaction response).
+	wait(t, f, "answer", func() bool {
+		for _, m := range botMessages(f, th.Thread) {
+			if m.Interaction == "" && m.Content == "<@"+alice.User.ID+"> ran /stop" {
+				return true
+			}
+		}
+		return false
+	})
+	if hasRequest(f, "PATCH", "/webhooks/") || hasRequest(f, "POST", "/webhooks/") {
+		t.Fatal("the adapter used an interaction token it considered expired")
+	}
+}
+
+// statusMessage posts a card with approval buttons through the adapter.
+func statusMessage(t *testing.T, a *discord.Adapter, th chat.Thread) (string, map[string]string) {
+	t.Helper()
+	v := "2.call_1"
+	ref, err := a.Post(t.Context(), th, chat.Card{Title: "✋ Waiting for approval", Blocks: []chat.Block{
+		{Kind: chat.BlockCode, Text: "rm -rf build"},
+		{Kind: chat.BlockActions, Buttons: []chat.Button{
+			{ID: chat.ActionApprove, Label: "Approve", Style: chat.StylePrimary, Value: v},
+			{ID: chat.ActionApproveAlways, Label: "Approve always", Value: v},
+			{ID: chat.ActionReject, Label: "Reject", Style: chat.StyleDanger, Value: v},
+		}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, b := range []string{chat.ActionApprove, chat.ActionApproveAlways, chat.ActionReject} {
+		ids[b], _ = discord.CustomID(b, v)
+	}
+	return ref, ids
+}
+
+func TestApproveButton(t *testing.T) {
+	t.Parallel()
+	f := fake.Start(t, fake.Options{})
+	rec := newRecorder()
+	rec.onAction = func(ctx context.Context, _ chat.Poster, a chat.Action) {
+		if a.User.ID == bob.User.ID {
+			_ = a.Reply(ctx, "You may not approve in this session.")
+		}
+	}
+	a := start(t, config(f), rec)
+	th := session(t, f, rec)
+	ref, ids := statusMessage(t, a, th)
+
+	id, err := f.ClickButton(ref, alice, ids[chat.ActionApprove])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "action", func() bool { return len(rec.acts) == 1 })
+	act := rec.acts[0]
+	if act.ID != chat.ActionApprove || act.Value != "2.call_1" || act.User.ID != alice.User.ID || act.Thread != th || act.Reason != "" {
+		t.Fatalf("action = %+v", act)
+	}
+	if in := interaction(t, f, id); in.ResponseType != fake.CallbackDeferUpdate {
+		t.Fatalf("button ack type %d, want deferred update", in.ResponseType)
+	}
+
+	// A refusal from the core reaches only the clicking user.
+	bid, _ := f.ClickButton(ref, bob, ids[chat.ActionApproveAlways])
+	wait(t, f, "ephemeral refusal", func() bool { return len(interaction(t, f, bid).FollowUps) == 1 })
+	fu, _ := f.Message(interaction(t, f, bid).FollowUps[0])
+	if !fu.Ephemeral() || fu.Content != "You may not approve in this session." {
+		t.Fatalf("refusal = %+v", fu)
+	}
+}
+
+func TestRejectOpensModalWithReason(t *testing.T) {
+	t.Parallel()
+	f := fake.Start(t, fake.Options{})
+	rec := newRecorder()
+	a := start(t, config(f), rec)
+	th := session(t, f, rec)
+	ref, ids := statusMessage(t, a, th)
+
+	rid, _ := f.ClickButton(ref, alice, ids[chat.ActionReject])
+	wait(t, f, "modal", func() bool { return interaction(t, f, rid).ResponseType == fake.CallbackModal })
+	if len(rec.acts) != 0 {
+		t.Fatal("reject decided before the modal was submitted")
+	}
+	sid, err := f.SubmitModal(rid, alice, map[string]string{"reason": "not on main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "reject action", func() bool { return len(rec.acts) == 1 })
+	act := rec.acts[0]
+	if act.ID != chat.ActionReject || act.Value != "2.call_1" || act.Reason != "not on main" || act.Thread != th {
+		t.Fatalf("action = %+v", act)
+	}
+	if in := interaction(t, f, sid); in.ResponseType != fake.CallbackDeferUpdate {
+		t.Fatalf("modal submit ack type %d", in.ResponseType)
+	}
+}
+
+func TestUnauthorizedClickIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	f := fake.Start(t, fake.Options{})
+	rec := newRecorder()
+	cfg := config(f)
+	cfg.AllowedRoles = []string{approverRole}
+	a := start(t, cfg, rec)
+	th := session(t, f, rec)
+	ref, ids := statusMessage(t, a, th)
+	for _, b := range []string{chat.ActionApprove, chat.ActionReject} {
+		id, _ := f.ClickButton(ref, bob, ids[b])
+		wait(t, f, "refusal", func() bool { return interaction(t, f, id).Acked })
+		in := interaction(t, f, id)
+		m, _ := f.Message(in.OriginalID)
+		if in.ResponseType != fake.CallbackMessage || !m.Ephemeral() || m.Content != "You may not use this bot here." {
+			t.Fatalf("%s by bob: %+v / %+v", b, in, m)
+		}
+	}
+	// alice (sentinel) gets through; bob's clicks never reached the core.
+	_, _ = f.ClickButton(ref, alice, ids[chat.ActionApprove])
+	rec.waitFor(t, "alice's action", func() bool { return len(rec.acts) == 1 })
+	if rec.acts[0].User.ID != alice.User.ID {
+		t.Fatalf("action by %s", rec.acts[0].User.ID)
+	}
+}

@@ -1,0 +1,129 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/sandbot/sandbot/chat"
+)
+
+// maxUpload caps an answer uploaded as a file (Discord's limit for bots
+// without boosts is 10 MiB; answers are far smaller in practice).
+const maxUpload = 8 << 20
+
+// target is the channel a thread's messages go to: the thread, or for a
+// location without one (a channel-level reply) the channel.
+func target(th chat.Thread) string {
+	if th.Thread != "" {
+		return th.Thread
+	}
+	return th.Channel
+}
+
+// Post sends a card as a new message in th and returns its message ID.
+func (a *Adapter) Post(ctx context.Context, th chat.Thread, c chat.Card) (string, error) {
+	m, err := ToMessage(c)
+	if err != nil {
+		return "", fmt.Errorf("discord: post: %w", err)
+	}
+	msg, err := a.s.ChannelMessageSendComplex(target(th), m.Send(), discordgo.WithContext(ctx))
+	if err != nil {
+		return "", fmt.Errorf("discord: post in %s: %w", target(th), err)
+	}
+	return msg.ID, nil
+}
+
+// Edit replaces message ref in th with c, buttons included.
+func (a *Adapter) Edit(ctx context.Context, th chat.Thread, ref string, c chat.Card) error {
+	m, err := ToMessage(c)
+	if err != nil {
+		return fmt.Errorf("discord: edit: %w", err)
+	}
+	if _, err := a.s.ChannelMessageEditComplex(m.Edit(target(th), ref), discordgo.WithContext(ctx)); err != nil {
+		return fmt.Errorf("discord: edit %s in %s: %w", ref, target(th), err)
+	}
+	return nil
+}
+
+// PostText sends a Markdown answer: as one message, split into up to
+// Config.MaxAnswerParts messages (code blocks closed and reopened across
+// parts), or, when longer, as its opening part with the whole answer
+// attached as answer.md. It returns the first message's ID.
+func (a *Adapter) PostText(ctx context.Context, th chat.Thread, markdown string) (string, error) {
+	parts := SplitMarkdown(markdown, MaxContent)
+	if len(parts) == 0 {
+		return "", errors.New("discord: post text: the text is blank")
+	}
+	ch := target(th)
+	if len(parts) <= a.cfg.MaxAnswerParts {
+		first := ""
+		for i, p := range parts {
+			msg, err := a.s.ChannelMessageSendComplex(ch, &discordgo.MessageSend{Content: p, AllowedMentions: noMentions()}, discordgo.WithContext(ctx))
+			if err != nil {
+				return first, fmt.Errorf("discord: post part %d of %d in %s: %w", i+1, len(parts), ch, err)
+			}
+			if first == "" {
+				first = msg.ID
+			}
+		}
+		return first, nil
+	}
+	full := markdown
+	note := fmt.Sprintf("\n\n-# The full answer (%d characters) is attached as answer.md.", textLen(markdown))
+	if len(full) > maxUpload {
+		full = full[:maxUpload]
+		note = fmt.Sprintf("\n\n-# The answer is %d bytes; answer.md holds the first %d.", len(markdown), maxUpload)
+	}
+	preview := SplitMarkdown(markdown, MaxContent-textLen(note))[0] + note
+	msg, err := a.s.ChannelMessageSendComplex(ch, &discordgo.MessageSend{
+		Content:         preview,
+		Files:           []*discordgo.File{{Name: "answer.md", ContentType: "text/markdown; charset=utf-8", Reader: strings.NewReader(full)}},
+		AllowedMentions: noMentions(),
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		return "", fmt.Errorf("discord: post answer file in %s: %w", ch, err)
+	}
+	return msg.ID, nil
+}
+
+// StartThread opens a public thread (without a starter message) in from's
+// channel, for /fork. DMs cannot hold threads.
+func (a *Adapter) StartThread(ctx context.Context, from chat.Thread, title string) (chat.Thread, error) {
+	if from.Workspace == "" {
+		return chat.Thread{}, &chat.UserError{Msg: "Forks need a server channel; direct messages cannot hold threads.",
+			Err: errors.New("discord: start thread: DM")}
+	}
+	name := clampPlain(oneLine(title), 100)
+	if name == "" {
+		name = "sandbot fork"
+	}
+	ch, err := a.s.ThreadStartComplex(from.Channel, &discordgo.ThreadStart{
+		Name: name, Type: discordgo.ChannelTypeGuildPublicThread, AutoArchiveDuration: a.cfg.ThreadAutoArchive,
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		return chat.Thread{}, fmt.Errorf("discord: start thread in %s: %w", from.Channel, err)
+	}
+	a.remember(ch)
+	return chat.Thread{Platform: Platform, Workspace: from.Workspace, Channel: from.Channel, Thread: ch.ID}, nil
+}
+
+// Mention renders a user as a Discord mention. Rendered cards carry no
+// pings: every message is sent with mentions disabled.
+func (a *Adapter) Mention(u chat.User) string {
+	if u.ID == "" {
+		return "someone"
+	}
+	return "<@" + u.ID + ">"
+}
+
+// ThreadLink renders a thread as a channel link.
+func (a *Adapter) ThreadLink(th chat.Thread) string {
+	if t := target(th); t != "" {
+		return "<#" + t + ">"
+	}
+	return ""
+}

@@ -1,0 +1,147 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/sandbot/sandbot/chat"
+)
+
+// ireply answers one interaction: the initial response, then edits of the
+// deferred response or follow-ups while the token lives, then normal bot
+// messages. Its methods are called from the interaction's goroutine only.
+type ireply struct {
+	a        *Adapter
+	i        *discordgo.Interaction
+	received time.Time
+	// deferred is set once a type 5 response made a "thinking" message
+	// (@original) that an answer can replace; ephemeral says whether it
+	// is ephemeral.
+	deferred, ephemeral bool
+}
+
+func (r *ireply) user() chat.User {
+	if r.i.Member != nil {
+		return userOf(r.i.Member.User, r.i.Member)
+	}
+	return userOf(r.i.User, nil)
+}
+
+// respond sends the initial response. Failure is logged: it means the
+// 3 s deadline passed or the interaction is gone, and nothing else can
+// answer it.
+func (r *ireply) respond(ctx context.Context, resp *discordgo.InteractionResponse) bool {
+	if err := r.a.s.InteractionRespond(r.i, resp, discordgo.WithContext(ctx)); err != nil {
+		r.a.log.Warn("interaction response failed", "interaction_id", r.i.ID, "type", resp.Type,
+			"after", time.Since(r.received).String(), "err", err)
+		return false
+	}
+	return true
+}
+
+// deferAnswer acknowledges with "thinking…", ephemeral or not.
+func (r *ireply) deferAnswer(ctx context.Context, ephemeral bool) {
+	resp := &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredChannelMessageWithSource, Data: &discordgo.InteractionResponseData{}}
+	if ephemeral {
+		resp.Data.Flags = discordgo.MessageFlagsEphemeral
+	}
+	r.deferred = r.respond(ctx, resp)
+	r.ephemeral = ephemeral
+}
+
+// tokenLive reports whether the interaction token may still be used,
+// keeping a margin before InteractionTokenTTL.
+func (r *ireply) tokenLive() bool {
+	ttl := r.a.cfg.InteractionTokenTTL
+	return time.Since(r.received) < ttl-min(time.Minute, ttl/10)
+}
+
+// mentionRoom is kept free in each part for the user mention that a
+// late answer starts with.
+const mentionRoom = 32
+
+// answer delivers a command's (or action's) reply: through the
+// interaction while its token lives, else, or if Discord refuses, as a
+// normal message in the channel that mentions the user.
+func (r *ireply) answer(ctx context.Context, rep chat.Reply) {
+	msgs := replyMessages(rep, r.a.log)
+	if r.tokenLive() {
+		err := r.viaWebhook(ctx, msgs, rep.Ephemeral)
+		if err == nil {
+			return
+		}
+		r.a.log.Warn("interaction answer failed; posting in the channel", "interaction_id", r.i.ID, "token_expired", tokenGone(err), "err", err)
+	}
+	r.viaChannel(ctx, msgs)
+}
+
+func replyMessages(rep chat.Reply, log interface{ Warn(string, ...any) }) []Message {
+	var msgs []Message
+	if rep.Card != nil {
+		if m, err := ToMessage(*rep.Card); err == nil {
+			msgs = append(msgs, m)
+		} else {
+			log.Warn("reply card does not fit Discord", "err", err)
+		}
+	}
+	for _, p := range SplitMarkdown(rep.Text, MaxContent-mentionRoom) {
+		msgs = append(msgs, Message{Content: p})
+	}
+	if len(msgs) == 0 {
+		msgs = append(msgs, Message{Content: "Done."})
+	}
+	return msgs
+}
+
+func (r *ireply) viaWebhook(ctx context.Context, msgs []Message, ephemeral bool) error {
+	rest := msgs
+	if r.deferred && ephemeral == r.ephemeral {
+		if _, err := r.a.s.InteractionResponseEdit(r.i, msgs[0].WebhookEdit(), discordgo.WithContext(ctx)); err != nil {
+			return err
+		}
+		rest = msgs[1:]
+	} else if r.deferred {
+		// The "thinking…" message has the wrong visibility: replace it.
+		if err := r.a.s.InteractionResponseDelete(r.i, discordgo.WithContext(ctx)); err != nil {
+			return err
+		}
+		r.deferred = false
+	}
+	for _, m := range rest {
+		if _, err := r.a.s.FollowupMessageCreate(r.i, true, m.WebhookParams(ephemeral), discordgo.WithContext(ctx)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// viaChannel posts the answer as bot messages, the first mentioning (and
+// pinging) the user it is for.
+func (r *ireply) viaChannel(ctx context.Context, msgs []Message) {
+	u := r.user()
+	for i, m := range msgs {
+		send := m.Send()
+		if i == 0 && u.ID != "" {
+			send.Content = "<@" + u.ID + "> " + send.Content
+			send.AllowedMentions = &discordgo.MessageAllowedMentions{Users: []string{u.ID}}
+		}
+		if _, err := r.a.s.ChannelMessageSendComplex(r.i.ChannelID, send, discordgo.WithContext(ctx)); err != nil {
+			r.a.log.Error("late interaction answer failed", "interaction_id", r.i.ID, "channel", r.i.ChannelID, "err", err)
+			return
+		}
+	}
+}
+
+// tokenGone reports whether Discord refused a webhook call because the
+// interaction token expired or the interaction is unknown.
+func tokenGone(err error) bool {
+	if err == nil {
+		return false
+	}
+	status, code := restCode(err)
+	return code == codeInvalidToken || code == codeUnknownWebhook || code == codeUnknownInteraction ||
+		(status == 401 && !errors.Is(err, context.Canceled))
+}

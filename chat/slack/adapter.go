@@ -1,0 +1,243 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+
+	slackgo "github.com/slack-go/slack"
+
+	"github.com/sandbot/sandbot/chat"
+)
+
+// Core is what the adapter needs from the bot core; *chat.Core satisfies
+// it. Calls come from event goroutines after the platform was acked.
+type Core interface {
+	HandleMessage(ctx context.Context, p chat.Poster, m chat.Message) error
+	HandleCommand(ctx context.Context, p chat.Poster, th chat.Thread, u chat.User, cmd chat.Command) (chat.Reply, error)
+	HandleAction(ctx context.Context, p chat.Poster, a chat.Action) error
+}
+
+// Resumer is an optional Core capability: after connecting, the adapter
+// asks it to resume watching turns that were running when the bot stopped.
+type Resumer interface {
+	Resume(ctx context.Context, p chat.Poster, platform string) error
+}
+
+// SessionFinder is an optional Core capability: whether a thread has a
+// session. With it, a reply in a thread the adapter has not seen before is
+// routed by asking the session store instead of reading the thread from
+// Slack (see Adapter.isSession).
+type SessionFinder interface {
+	HasSession(ctx context.Context, th chat.Thread) (bool, error)
+}
+
+// Adapter connects one Slack workspace to the core. It implements
+// chat.Poster (plus chat.ThreadStarter, chat.Mentioner and
+// chat.ThreadLinker) for the core to post into threads.
+//
+// Build it with New, hand Budget() to the core's configuration, then call
+// Run with the core. All methods are safe for concurrent use.
+type Adapter struct {
+	cfg    Config
+	log    *slog.Logger
+	api    *slackgo.Client
+	budget *updateBudget
+	pacer  *editPacer
+	limits Limits
+
+	threads *threadCache
+	seen    *recentSet
+
+	core Core
+	ctx  context.Context // Run's context: the lifetime of event work
+	wg   sync.WaitGroup  // event work started after an ack
+
+	mu    sync.Mutex
+	self  identity
+	addr  string
+	ready chan struct{}
+	once  sync.Once
+}
+
+// identity is who the bot is in the workspace (from auth.test).
+type identity struct {
+	UserID, BotID, TeamID string
+	// TeamURL is the workspace's web address, "https://acme.slack.com/".
+	TeamURL string
+}
+
+var (
+	_ chat.Poster        = (*Adapter)(nil)
+	_ chat.ThreadStarter = (*Adapter)(nil)
+	_ chat.Mentioner     = (*Adapter)(nil)
+	_ chat.ThreadLinker  = (*Adapter)(nil)
+)
+
+// New validates cfg and builds an adapter. log may be nil. Nothing is
+// contacted until Run.
+func New(cfg Config, log *slog.Logger) (*Adapter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := []slackgo.Option{slackgo.OptionAppLevelToken(cfg.AppToken)}
+	if cfg.APIURL != "" {
+		opts = append(opts, slackgo.OptionAPIURL(cfg.APIURL))
+	}
+	return &Adapter{
+		cfg:     cfg,
+		log:     log.With("platform", Platform),
+		api:     slackgo.New(cfg.BotToken, opts...),
+		budget:  newUpdateBudget(cfg.UpdateBudgetPerMinute),
+		pacer:   newEditPacer(cfg.EditInterval),
+		limits:  DefaultLimits,
+		threads: newThreadCache(),
+		seen:    newRecentSet(20000),
+		ready:   make(chan struct{}),
+	}, nil
+}
+
+// Budget is the pacing the core's turn watcher should use for Slack
+// threads: CoreConfig.Budgets[slack.Platform] = a.Budget(). Its Limiter
+// waits (without spending) until the workspace chat.update budget allows
+// another edit, so the watcher renders the newest state when its turn
+// comes; Edit itself enforces the budget and the per-message interval
+// whatever the caller does.
+func (a *Adapter) Budget() chat.Budget {
+	return chat.Budget{
+		MinEditInterval: a.cfg.EditInterval,
+		Limiter:         a.budget,
+		MaxButtonValue:  MaxButtonValue,
+		MaxCardChars:    3500,
+	}
+}
+
+// Ready is closed once Run is connected (Socket Mode) or listening (HTTP
+// mode) and events will be handled.
+func (a *Adapter) Ready() <-chan struct{} { return a.ready }
+
+// Addr is the HTTP-mode listen address once Ready (useful with ":0").
+func (a *Adapter) Addr() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.addr
+}
+
+// Self returns the bot's user ID and workspace ID, known once Ready.
+func (a *Adapter) Self() (userID, teamID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.self.UserID, a.self.TeamID
+}
+
+func (a *Adapter) identity() identity {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.self
+}
+
+// Run connects to Slack and handles events until ctx ends, then waits for
+// event work in flight. It returns nil after ctx ends, or the error that
+// made it stop (bad credentials, a port in use).
+func (a *Adapter) Run(ctx context.Context, core Core) error {
+	if core == nil {
+		return errors.New("slack: run: core is nil")
+	}
+	a.core, a.ctx = core, ctx
+	defer a.wg.Wait()
+	r, err := a.api.AuthTestContext(ctx)
+	if err != nil {
+		return fmt.Errorf("slack: auth.test: %w (check SANDBOT_SLACK_BOT_TOKEN)", err)
+	}
+	a.mu.Lock()
+	a.self = identity{UserID: r.UserID, BotID: r.BotID, TeamID: r.TeamID, TeamURL: r.URL}
+	a.mu.Unlock()
+	a.log.Info("slack: authenticated", "team_id", r.TeamID, "bot_user", r.UserID, "mode", a.cfg.Mode)
+	switch a.cfg.Mode {
+	case ModeHTTP:
+		err = a.runHTTP(ctx)
+	default:
+		err = a.runSocket(ctx)
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// markReady closes Ready once and resumes watchers of running turns.
+func (a *Adapter) markReady() {
+	a.once.Do(func() {
+		close(a.ready)
+		if r, ok := a.core.(Resumer); ok {
+			a.spawn("resume", func(ctx context.Context) error { return r.Resume(ctx, a, Platform) })
+		}
+	})
+}
+
+// spawn runs event work after the ack, on Run's context, and logs its
+// failure. Run waits for spawned work before returning.
+func (a *Adapter) spawn(what string, fn func(ctx context.Context) error) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		defer func() {
+			if r := recover(); r != nil {
+				a.log.Error("slack: panic in event work", "work", what, "panic", r)
+			}
+		}()
+		if err := fn(a.ctx); err != nil && a.ctx.Err() == nil {
+			a.log.Warn("slack: event work failed", "work", what, "err", err)
+		}
+	}()
+}
+
+// allowed applies AllowedUsers and AllowedChannels.
+func (a *Adapter) allowedUser(user string) bool {
+	return len(a.cfg.AllowedUsers) == 0 || slices.Contains(a.cfg.AllowedUsers, user)
+}
+
+func (a *Adapter) allowedChannel(channel string) bool {
+	return len(a.cfg.AllowedChannels) == 0 || slices.Contains(a.cfg.AllowedChannels, channel)
+}
+
+func (a *Adapter) isApprover(user string) bool { return slices.Contains(a.cfg.Approvers, user) }
+
+// thread builds a session location in this workspace.
+func (a *Adapter) thread(team, channel, threadTS string) chat.Thread {
+	if team == "" {
+		team = a.identity().TeamID
+	}
+	return chat.Thread{Platform: Platform, Workspace: team, Channel: channel, Thread: threadTS}
+}
+
+// Mention implements chat.Mentioner: a token that Mrkdwn turns into a real
+// Slack mention (<@U…>), which plain text from a model cannot produce.
+func (a *Adapter) Mention(u chat.User) string {
+	if isUserID(u.ID) {
+		return mentionOpen + u.ID + mentionClose
+	}
+	if u.Name != "" {
+		return "@" + u.Name
+	}
+	return "@" + u.ID
+}
+
+// ThreadLink implements chat.ThreadLinker: a Markdown link to the thread's
+// root message, built without an API call.
+func (a *Adapter) ThreadLink(th chat.Thread) string {
+	base := strings.TrimRight(a.identity().TeamURL, "/")
+	if base == "" || th.Thread == "" {
+		return "`" + th.Thread + "`"
+	}
+	return "[thread](" + base + "/archives/" + url.PathEscape(th.Channel) + "/p" + strings.ReplaceAll(th.Thread, ".", "") + ")"
+}

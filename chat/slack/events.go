@@ -1,0 +1,142 @@
+package slack
+
+import (
+	"context"
+	"regexp"
+	"strings"
+
+	"github.com/slack-go/slack/slackevents"
+
+	"github.com/sandbot/sandbot/chat"
+)
+
+// incoming is a user message normalized from an app_mention or a message
+// event, before deciding whether it goes to a session.
+type incoming struct {
+	team, channel, channelType string
+	user, text                 string
+	ts, threadTS               string
+	mention                    bool // addressed to the bot explicitly
+}
+
+// eventKey identifies a user message: the same for its app_mention and its
+// message event, and for every redelivery, so the workflow (which dedupes
+// by chat.Message.EventID) and recentSet see one message once.
+func eventKey(channel, ts string) string { return "slack:" + channel + ":" + ts }
+
+// messageSubtypesForSessions are message subtypes that are still a user
+// writing in a thread (a reply also sent to the channel, a file with a
+// comment). Every other subtype (edits, deletions, joins, bot messages…)
+// is ignored.
+var messageSubtypesForSessions = map[string]bool{"": true, "thread_broadcast": true, "file_share": true}
+
+// onEventsAPI normalizes an Events API callback. It runs after the ack.
+func (a *Adapter) onEventsAPI(ctx context.Context, ev slackevents.EventsAPIEvent) error {
+	if ev.Type != slackevents.CallbackEvent {
+		return nil
+	}
+	team := ev.TeamID
+	if cb, ok := ev.Data.(*slackevents.EventsAPICallbackEvent); ok && cb.TeamID != "" {
+		team = cb.TeamID
+	}
+	self := a.identity()
+	switch e := ev.InnerEvent.Data.(type) {
+	case *slackevents.AppMentionEvent:
+		if e.BotID != "" || e.User == "" || e.User == self.UserID || e.Edited != nil {
+			return nil // bots and edits never start turns
+		}
+		return a.onUserMessage(ctx, incoming{
+			team: team, channel: e.Channel, user: e.User, text: e.Text,
+			ts: e.TimeStamp, threadTS: e.ThreadTimeStamp, mention: true,
+		})
+	case *slackevents.MessageEvent:
+		if !messageSubtypesForSessions[e.SubType] || e.BotID != "" || e.User == "" || e.User == self.UserID {
+			return nil
+		}
+		return a.onUserMessage(ctx, incoming{
+			team: team, channel: e.Channel, channelType: e.ChannelType, user: e.User, text: e.Text,
+			ts: e.TimeStamp, threadTS: e.ThreadTimeStamp,
+			mention: strings.Contains(e.Text, "<@"+self.UserID+">"),
+		})
+	}
+	return nil
+}
+
+// onUserMessage decides whether a user message goes to a session and
+// hands it to the core:
+//
+//   - a mention (anywhere) or a DM starts or continues the session of its
+//     thread; a top-level message starts a thread rooted at itself;
+//   - a reply without a mention in a channel thread continues the session
+//     if the thread is one (see isSession) and RequireMention is off;
+//   - anything else (chatter in channels) is ignored.
+func (a *Adapter) onUserMessage(ctx context.Context, in incoming) error {
+	dm := in.channelType == "im"
+	if !in.mention && !dm && (in.threadTS == "" || a.cfg.RequireMention) {
+		return nil
+	}
+	root := in.threadTS
+	if root == "" {
+		root = in.ts
+	}
+	th := a.thread(in.team, in.channel, root)
+	if !in.mention && !dm && !a.isSession(ctx, th) {
+		return nil
+	}
+	key := eventKey(in.channel, in.ts)
+	if !a.seen.firstTime(key) {
+		return nil // the other event of the same message, or a redelivery
+	}
+	if !a.allowedUser(in.user) || !a.allowedChannel(in.channel) {
+		if !in.mention && !dm {
+			return nil // do not answer every reply in a thread
+		}
+		why := "You are not on this bot's list of allowed users."
+		if a.allowedUser(in.user) {
+			why = "This bot is not enabled in this channel."
+		}
+		return a.ephemeral(ctx, in.channel, in.threadTS, in.user, why)
+	}
+	a.threads.set(th, true)
+	return a.core.HandleMessage(ctx, a, chat.Message{
+		EventID: key,
+		Thread:  th,
+		User:    chat.User{ID: in.user},
+		Text:    stripMention(in.text, a.identity().UserID),
+		Admin:   a.isApprover(in.user),
+	})
+}
+
+// slackToken is Slack's markup for links, mentions and channels in
+// message text: <https://x|label>, <@U123>, <#C123|general>, <!here>.
+var slackToken = regexp.MustCompile(`<([^<>|]*)(?:\|([^<>]*))?>`)
+
+// stripMention turns Slack message text into what the model should read:
+// mentions of the bot removed, other markup made plain (links as their
+// URL, users as @U…, channels as #name), entities decoded, trimmed.
+func stripMention(text, botUserID string) string {
+	text = strings.ReplaceAll(text, "<@"+botUserID+">", "")
+	text = slackToken.ReplaceAllStringFunc(text, func(tok string) string {
+		m := slackToken.FindStringSubmatch(tok)
+		target, label := m[1], m[2]
+		switch {
+		case strings.HasPrefix(target, "@"):
+			return target
+		case strings.HasPrefix(target, "#"):
+			if label != "" {
+				return "#" + label
+			}
+			return target
+		case strings.HasPrefix(target, "!"):
+			if label != "" {
+				return label
+			}
+			return "@" + strings.TrimPrefix(target, "!")
+		case label != "" && !strings.Contains(target, label):
+			return label + " (" + target + ")"
+		}
+		return target
+	})
+	text = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&").Replace(text)
+	return strings.TrimSpace(text)
+}

@@ -1,0 +1,210 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	slackgo "github.com/slack-go/slack"
+
+	"github.com/sandbot/sandbot/chat"
+)
+
+// maxRateLimitRetries bounds how often one call is retried after a 429.
+const maxRateLimitRetries = 5
+
+// summaryChars is the head of an uploaded answer shown in its message.
+const summaryChars = 2500
+
+// call runs a Web API call, retrying after Slack's Retry-After when it
+// answers 429. chat.update calls also spend the workspace budget, and a
+// 429 pauses that budget for everyone.
+func (a *Adapter) call(ctx context.Context, method string, fn func(ctx context.Context) error) error {
+	for attempt := 0; ; attempt++ {
+		if method == "chat.update" {
+			if err := a.budget.acquire(ctx); err != nil {
+				return fmt.Errorf("slack: %s: %w", method, err)
+			}
+		}
+		err := fn(ctx)
+		var rl *slackgo.RateLimitedError
+		if !errors.As(err, &rl) {
+			if err != nil {
+				return fmt.Errorf("slack: %s: %w", method, err)
+			}
+			return nil
+		}
+		if attempt == maxRateLimitRetries {
+			return fmt.Errorf("slack: %s: still rate limited after %d retries: %w", method, attempt, err)
+		}
+		wait := max(rl.RetryAfter, time.Second)
+		if method == "chat.update" {
+			a.budget.pause(wait)
+		}
+		a.log.Warn("slack: rate limited; retrying after Retry-After", "method", method, "retry_after", wait, "attempt", attempt+1)
+		if err := sleep(ctx, wait); err != nil {
+			return fmt.Errorf("slack: %s: %w", method, err)
+		}
+	}
+}
+
+// post sends one message into th and returns its ts.
+func (a *Adapter) post(ctx context.Context, th chat.Thread, text string, blocks []slackgo.Block) (string, error) {
+	opts := []slackgo.MsgOption{slackgo.MsgOptionText(text, false), slackgo.MsgOptionDisableLinkUnfurl(), slackgo.MsgOptionDisableMediaUnfurl()}
+	if len(blocks) > 0 {
+		opts = append(opts, slackgo.MsgOptionBlocks(blocks...))
+	}
+	if th.Thread != "" {
+		opts = append(opts, slackgo.MsgOptionTS(th.Thread))
+	}
+	var ts string
+	err := a.call(ctx, "chat.postMessage", func(ctx context.Context) error {
+		var err error
+		_, ts, err = a.api.PostMessageContext(ctx, th.Channel, opts...)
+		return err
+	})
+	if err == nil && th.Thread != "" {
+		a.threads.set(th, true) // the bot has replied here: a session thread
+	}
+	return ts, err
+}
+
+// Post implements chat.Poster: the card as Block Kit, in the thread.
+func (a *Adapter) Post(ctx context.Context, th chat.Thread, c chat.Card) (string, error) {
+	blocks, fb := ToBlocks(c)
+	return a.post(ctx, th, fb, blocks)
+}
+
+// Edit implements chat.Poster with chat.update. It keeps edits of one
+// message EditInterval apart and all edits within the workspace budget,
+// waiting as needed, and retries after a 429's Retry-After.
+func (a *Adapter) Edit(ctx context.Context, th chat.Thread, ref string, c chat.Card) error {
+	end, err := a.pacer.begin(ctx, th.Channel+"/"+ref)
+	if err != nil {
+		return fmt.Errorf("slack: chat.update: %w", err)
+	}
+	defer end()
+	blocks, fb := ToBlocks(c)
+	return a.call(ctx, "chat.update", func(ctx context.Context) error {
+		_, _, _, err := a.api.UpdateMessageContext(ctx, th.Channel, ref,
+			slackgo.MsgOptionText(fb, false), slackgo.MsgOptionBlocks(blocks...))
+		return err
+	})
+}
+
+// PostText implements chat.Poster: Markdown converted to mrkdwn and split
+// into messages within Slack's limits; beyond FileUploadThreshold
+// characters, a summary message with the full answer attached as a file.
+// It returns the first message's ts; on a failure part-way it returns
+// the ts of what was posted (if any) with the error.
+func (a *Adapter) PostText(ctx context.Context, th chat.Thread, markdown string) (string, error) {
+	if TextLen(markdown) > a.cfg.FileUploadThreshold {
+		return a.postLong(ctx, th, markdown)
+	}
+	return a.postParts(ctx, th, Mrkdwn(markdown))
+}
+
+func (a *Adapter) postParts(ctx context.Context, th chat.Thread, mrk string) (string, error) {
+	parts := SplitMessages(mrk, a.limits)
+	if len(parts) == 0 {
+		parts = []Part{{Text: "_(empty answer)_", Sections: []string{"_(empty answer)_"}}}
+	}
+	var first string
+	for i, p := range parts {
+		ts, err := a.post(ctx, th, p.Text, sectionBlocks(p.Sections))
+		if err != nil {
+			return first, fmt.Errorf("slack: post part %d of %d: %w", i+1, len(parts), err)
+		}
+		if first == "" {
+			first = ts
+		}
+	}
+	return first, nil
+}
+
+func sectionBlocks(sections []string) []slackgo.Block {
+	out := make([]slackgo.Block, len(sections))
+	for i, s := range sections {
+		out[i] = section(s)
+	}
+	return out
+}
+
+// postLong posts the head of a long answer, then uploads the whole answer
+// (the original Markdown) into the thread as answer.md. If the upload
+// fails, the answer is posted split instead, so nothing is lost.
+func (a *Adapter) postLong(ctx context.Context, th chat.Thread, markdown string) (string, error) {
+	mrk := Mrkdwn(markdown)
+	head := ""
+	if parts := Chunk(mrk, summaryChars); len(parts) > 0 {
+		head = parts[0]
+	}
+	note := fmt.Sprintf("_The full answer (%d characters) is attached as answer.md._", TextLen(markdown))
+	summary := strings.TrimSpace(head + "\n\n" + note)
+	ts, err := a.post(ctx, th, summary, []slackgo.Block{section(head), slackgo.NewContextBlock("", mrkdwn(note))})
+	if err != nil {
+		return "", err
+	}
+	err = a.call(ctx, "files.upload", func(ctx context.Context) error {
+		_, err := a.api.UploadFileContext(ctx, slackgo.UploadFileParameters{
+			Content: markdown, FileSize: len(markdown), Filename: "answer.md", Title: "Full answer",
+			Channel: th.Channel, ThreadTimestamp: th.Thread, SnippetType: "markdown",
+		})
+		return err
+	})
+	if err != nil {
+		a.log.Warn("slack: uploading the full answer failed; posting it split instead", "thread_id", th.ID(), "err", err)
+		if _, perr := a.postParts(ctx, th, mrk); perr != nil {
+			return ts, errors.Join(err, perr)
+		}
+	}
+	return ts, nil
+}
+
+// StartThread implements chat.ThreadStarter: a new top-level message in
+// from's channel whose thread is the new session's (used by /fork).
+func (a *Adapter) StartThread(ctx context.Context, from chat.Thread, title string) (chat.Thread, error) {
+	text := "🍴 *" + inline(cutRunes(oneLine(title), maxTitle), true) + "*"
+	ts, err := a.post(ctx, chat.Thread{Platform: Platform, Workspace: from.Workspace, Channel: from.Channel}, text, []slackgo.Block{section(text)})
+	if err != nil {
+		return chat.Thread{}, err
+	}
+	th := a.thread(from.Workspace, from.Channel, ts)
+	a.threads.set(th, true)
+	return th, nil
+}
+
+// ephemeral shows Markdown text to one user in a channel (and thread).
+func (a *Adapter) ephemeral(ctx context.Context, channel, threadTS, user, markdown string) error {
+	opts := []slackgo.MsgOption{slackgo.MsgOptionText(truncateMrkdwn(Mrkdwn(markdown), 3900), false)}
+	if threadTS != "" {
+		opts = append(opts, slackgo.MsgOptionTS(threadTS))
+	}
+	return a.call(ctx, "chat.postEphemeral", func(ctx context.Context) error {
+		_, err := a.api.PostEphemeralContext(ctx, channel, user, opts...)
+		return err
+	})
+}
+
+// respond answers a slash command or shortcut through its response_url:
+// ephemeral replies are seen by the user only.
+func (a *Adapter) respond(ctx context.Context, responseURL string, r chat.Reply) error {
+	msg := &slackgo.WebhookMessage{ResponseType: slackgo.ResponseTypeEphemeral}
+	if !r.Ephemeral {
+		msg.ResponseType = slackgo.ResponseTypeInChannel
+	}
+	if r.Card != nil {
+		blocks, fb := ToBlocks(*r.Card)
+		msg.Text, msg.Blocks = fb, &slackgo.Blocks{BlockSet: blocks}
+	} else {
+		msg.Text = truncateMrkdwn(Mrkdwn(r.Text), 3900)
+	}
+	if strings.TrimSpace(msg.Text) == "" {
+		return nil
+	}
+	return a.call(ctx, "response_url", func(ctx context.Context) error {
+		return slackgo.PostWebhookContext(ctx, responseURL, msg)
+	})
+}

@@ -1,0 +1,162 @@
+package slack
+
+import (
+	"container/list"
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	slackgo "github.com/slack-go/slack"
+
+	"github.com/sandbot/sandbot/chat"
+)
+
+// negativeTTL is how long "this thread is not a session" is believed. A
+// thread becomes a session only through a mention, which another replica
+// may have handled, so the answer must not be kept long.
+const negativeTTL = 30 * time.Second
+
+// threadCache remembers which threads are sessions, so replies in a
+// session thread reach it without a mention and without a lookup per
+// message. Positive answers are kept (bounded, least recently used out);
+// negative ones expire after negativeTTL.
+type threadCache struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List               // front: most recently used
+	items map[string]*list.Element // key → element holding cacheEntry
+}
+
+type cacheEntry struct {
+	key     string
+	session bool
+	at      time.Time
+}
+
+func newThreadCache() *threadCache {
+	return &threadCache{max: 50000, order: list.New(), items: map[string]*list.Element{}}
+}
+
+func threadKey(th chat.Thread) string {
+	return th.Workspace + "/" + th.Channel + "/" + th.Thread
+}
+
+// get returns the cached answer for th, if any and still valid.
+func (c *threadCache) get(th chat.Thread) (session, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.items[threadKey(th)]
+	if !ok {
+		return false, false
+	}
+	ent := e.Value.(*cacheEntry)
+	if !ent.session && time.Since(ent.at) > negativeTTL {
+		c.order.Remove(e)
+		delete(c.items, ent.key)
+		return false, false
+	}
+	c.order.MoveToFront(e)
+	return ent.session, true
+}
+
+// set records whether th is a session.
+func (c *threadCache) set(th chat.Thread, session bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := threadKey(th)
+	if e, ok := c.items[key]; ok {
+		ent := e.Value.(*cacheEntry)
+		ent.session, ent.at = session, time.Now()
+		c.order.MoveToFront(e)
+		return
+	}
+	c.items[key] = c.order.PushFront(&cacheEntry{key: key, session: session, at: time.Now()})
+	for c.order.Len() > c.max {
+		old := c.order.Back()
+		c.order.Remove(old)
+		delete(c.items, old.Value.(*cacheEntry).key)
+	}
+}
+
+// isSession decides whether a reply (without a mention) in thread th
+// belongs to a session, cheaply:
+//
+//  1. a thread this process saw start (a mention) or posted into is known;
+//  2. otherwise, if the core implements SessionFinder, the session store
+//     answers (authoritative, works across replicas and restarts);
+//  3. otherwise the thread is read once with conversations.replies: it is
+//     a session if its root mentions the bot or the bot has replied in it.
+//
+// Answers are cached (see threadCache), so a busy thread costs one lookup.
+// A failed lookup counts as "not a session" and is not cached.
+func (a *Adapter) isSession(ctx context.Context, th chat.Thread) bool {
+	if s, ok := a.threads.get(th); ok {
+		return s
+	}
+	var session bool
+	var err error
+	if f, ok := a.core.(SessionFinder); ok {
+		session, err = f.HasSession(ctx, th)
+	} else {
+		session, err = a.threadHasBot(ctx, th)
+	}
+	if err != nil {
+		a.log.Warn("slack: cannot tell whether a thread is a session", "thread_id", th.ID(), "err", err)
+		return false
+	}
+	a.threads.set(th, session)
+	return session
+}
+
+// threadHasBot reads the first page of a thread: true if the root mentions
+// the bot or any message in it is the bot's.
+func (a *Adapter) threadHasBot(ctx context.Context, th chat.Thread) (bool, error) {
+	self := a.identity()
+	msgs, _, _, err := a.api.GetConversationRepliesContext(ctx, &slackgo.GetConversationRepliesParameters{
+		ChannelID: th.Channel, Timestamp: th.Thread, Limit: 200,
+	})
+	if err != nil {
+		return false, err
+	}
+	mention := "<@" + self.UserID + ">"
+	for i, m := range msgs {
+		if (self.BotID != "" && m.BotID == self.BotID) || (self.UserID != "" && m.User == self.UserID) {
+			return true, nil
+		}
+		if i == 0 && m.Timestamp == th.Thread && strings.Contains(m.Text, mention) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// recentSet remembers recently seen event keys, so the app_mention and the
+// message event of one user message, and Slack's redeliveries, are handled
+// once by this process (the workflow dedupes across replicas).
+type recentSet struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List
+	items map[string]*list.Element
+}
+
+func newRecentSet(max int) *recentSet {
+	return &recentSet{max: max, order: list.New(), items: map[string]*list.Element{}}
+}
+
+// firstTime records key and reports whether it was new.
+func (s *recentSet) firstTime(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.items[key]; ok {
+		return false
+	}
+	s.items[key] = s.order.PushFront(key)
+	for s.order.Len() > s.max {
+		old := s.order.Back()
+		s.order.Remove(old)
+		delete(s.items, old.Value.(string))
+	}
+	return true
+}

@@ -1,0 +1,216 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/sandbox/blobstore"
+)
+
+// Snapshot and restore benchmarks, each beside GNU tar doing the same work
+// on the same tree in the same run, so the ratio is meaningful:
+//
+//	go test -run '^$' -bench Snapshot ./sandbox/local
+//	SANDBOT_BENCH_FILES=20000 SANDBOT_BENCH_MB=200 go test -run '^$' -bench . -benchtime 5x ./sandbox/local
+//
+// The workspace has SANDBOT_BENCH_FILES files (default 2000) holding
+// SANDBOT_BENCH_MB MiB in total (default 20), 100 files per directory.
+
+func benchSize(b *testing.B) (files int, bytes int64) {
+	files, mb := 2000, 20
+	if v := os.Getenv("SANDBOT_BENCH_FILES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("SANDBOT_BENCH_FILES=%q: want a positive integer", v)
+		}
+		files = n
+	}
+	if v := os.Getenv("SANDBOT_BENCH_MB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("SANDBOT_BENCH_MB=%q: want a positive integer", v)
+		}
+		mb = n
+	}
+	return files, int64(mb) << 20
+}
+
+// fillWorkspace writes files of varied sizes (averaging total/files).
+func fillWorkspace(b *testing.B, dir string, files int, total int64) {
+	b.Helper()
+	rng := rand.New(rand.NewPCG(7, 11))
+	avg := total / int64(files)
+	data := make([]byte, 2*avg+1)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	written := int64(0)
+	for i := range files {
+		sub := filepath.Join(dir, fmt.Sprintf("pkg%03d", i/100))
+		if i%100 == 0 {
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				b.Fatal(err)
+			}
+		}
+		size := rng.Int64N(2*avg + 1)
+		if i == files-1 {
+			size = max(total-written, 0)
+			if size > int64(len(data)) {
+				data = make([]byte, size)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("file%05d.dat", i)), data[:size], 0o644); err != nil {
+			b.Fatal(err)
+		}
+		written += size
+	}
+}
+
+type benchEnv struct {
+	be    *Backend
+	h     sandbox.Handle
+	store *blobstore.Store
+	dir   string // store directory
+	total int64
+}
+
+func newBenchEnv(b *testing.B) *benchEnv {
+	b.Helper()
+	files, total := benchSize(b)
+	be, err := New(Options{Root: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := be.Create(context.Background(), sandbox.Spec{SessionID: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fillWorkspace(b, h.Workdir, files, total)
+	dir := b.TempDir()
+	store, err := blobstore.Open(context.Background(), "file://"+dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	b.Logf("workspace: %d files, %d MiB", files, total>>20)
+	return &benchEnv{be: be, h: h, store: store, dir: dir, total: total}
+}
+
+// snapshot is what the Snapshot activity does: Export piped into Put.
+func (e *benchEnv) snapshot(ctx context.Context, key string) (int64, error) {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := e.be.Export(ctx, e.h, pw)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	n, err := e.store.Put(ctx, key, pr)
+	if err != nil {
+		pr.CloseWithError(err)
+	}
+	if xerr := <-done; xerr != nil {
+		return n, xerr
+	}
+	return n, err
+}
+
+func runTar(b *testing.B, args ...string) {
+	b.Helper()
+	if out, err := exec.Command("tar", args...).CombinedOutput(); err != nil {
+		b.Fatalf("tar %v: %v\n%s", args, err, out)
+	}
+}
+
+func BenchmarkSnapshot(b *testing.B) {
+	if _, err := exec.LookPath("tar"); err != nil {
+		b.Fatal("GNU tar is needed for the comparison benchmark")
+	}
+	e := newBenchEnv(b)
+	ctx := context.Background()
+	key := sandbox.SnapshotKey("bench", 1)
+
+	b.Run("export-discard", func(b *testing.B) {
+		b.SetBytes(e.total)
+		for b.Loop() {
+			if err := e.be.Export(ctx, e.h, io.Discard); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sandbot", func(b *testing.B) {
+		b.SetBytes(e.total)
+		for b.Loop() {
+			if _, err := e.snapshot(ctx, key); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("gnutar", func(b *testing.B) {
+		b.SetBytes(e.total)
+		out := filepath.Join(e.dir, "gnutar.tar")
+		for b.Loop() {
+			runTar(b, "-cf", out, "-C", e.h.Workdir, ".")
+		}
+	})
+}
+
+func BenchmarkRestore(b *testing.B) {
+	if _, err := exec.LookPath("tar"); err != nil {
+		b.Fatal("GNU tar is needed for the comparison benchmark")
+	}
+	e := newBenchEnv(b)
+	ctx := context.Background()
+	key := sandbox.SnapshotKey("bench", 1)
+	if _, err := e.snapshot(ctx, key); err != nil {
+		b.Fatal(err)
+	}
+	archive := filepath.Join(e.dir, "gnutar.tar")
+	runTar(b, "-cf", archive, "-C", e.h.Workdir, ".")
+	target, err := e.be.Create(ctx, sandbox.Spec{SessionID: "bench-restore"})
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	b.Run("sandbot", func(b *testing.B) {
+		b.SetBytes(e.total)
+		for b.Loop() {
+			r, err := e.store.Open(ctx, key)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := e.be.Import(ctx, target, r); err != nil {
+				b.Fatal(err)
+			}
+			r.Close()
+		}
+	})
+	// The same work as Import: extract into a fresh directory, then drop
+	// the previous one.
+	b.Run("gnutar", func(b *testing.B) {
+		b.SetBytes(e.total)
+		root := b.TempDir()
+		prev := ""
+		for i := 0; b.Loop(); i++ {
+			dest := filepath.Join(root, strconv.Itoa(i))
+			if err := os.Mkdir(dest, 0o700); err != nil {
+				b.Fatal(err)
+			}
+			runTar(b, "-xf", archive, "-C", dest)
+			if prev != "" {
+				if err := os.RemoveAll(prev); err != nil {
+					b.Fatal(err)
+				}
+			}
+			prev = dest
+		}
+	})
+}
