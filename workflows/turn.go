@@ -261,9 +261,12 @@ func (s *session) exec(ctx workflow.Context, callID string, commands []string, t
 	var res sandbox.ExecResult
 	err = workflow.ExecuteActivity(execOptions(ctx, req, s.st.Settings.ExecHeartbeat), sandboxActs.Exec, req).Get(ctx, &res)
 	var te *temporal.TimeoutError
-	if err != nil && errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
-		// The worker holding the sandbox never picked the command up, so it
-		// did not run: restore elsewhere and run it there.
+	var ae *temporal.ApplicationError
+	notStarted := err != nil && ((errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START) ||
+		(errors.As(err, &ae) && ae.Type() == sandbox.ErrTypeNotFound))
+	if notStarted && ctx.Err() == nil {
+		// Nothing ran: the holding worker never picked the call up, or the
+		// sandbox vanished. Restore the sandbox and run the call there.
 		s.st.Handle = nil
 		s.ensuredTurn = 0
 		if handle, err = s.ensureSandbox(ctx); err == nil {
@@ -275,23 +278,38 @@ func (s *session) exec(ctx workflow.Context, callID string, commands []string, t
 	c.EndedAt = workflow.Now(ctx)
 	c.Duration = c.EndedAt.Sub(c.StartedAt)
 	if err != nil {
-		if ctx.Err() != nil {
-			c.Status = CallFailed
-			c.Error = "stopped by the user while running"
-			s.touch()
-			s.toolResult(ctx, callID, "interrupted: the user stopped the turn while this command was running; it was killed.")
-			return errStopped
-		}
+		recovered, ok := sandbox.RecoverExec(req, err)
+		stopped := ctx.Err() != nil
+		lost := errors.As(err, &te)
 		c.Status = CallFailed
-		if errors.As(err, &te) {
+		switch {
+		case stopped:
+			c.Error = "stopped by the user while running; the command was killed"
+		case ok || lost:
 			c.Error = "interrupted: the worker running this command stopped responding; the command was not re-run"
 			s.notice("A worker stopped while running `%s`; it was not re-run.", oneLine(strings.Join(commands, "; ")))
-			s.toolResult(ctx, callID, "interrupted: the worker running these commands died mid-command. The commands were NOT re-run; their effects are unknown. Inspect the workspace before retrying.")
-		} else {
+		default:
 			c.Error = "sandbox error: " + userError(err)
-			s.toolResult(ctx, callID, c.Error)
+		}
+		var result string
+		if ok {
+			c.Output = tail(agent.FormatShellResult(recovered.Results), MaxCallOutput)
+			result = agent.FormatShellResult(recovered.Results)
+			if stopped {
+				result += "\n[The user stopped the turn while this call was running.]"
+			}
+		} else if stopped {
+			result = "interrupted: the user stopped the turn while this command was running; it was killed."
+		} else if lost {
+			result = "interrupted: the worker running these commands died mid-command. The commands were NOT re-run; their effects are unknown. Inspect the workspace before retrying."
+		} else {
+			result = c.Error
 		}
 		s.touch()
+		s.toolResult(ctx, callID, result)
+		if stopped {
+			return errStopped
+		}
 		return nil
 	}
 	c.Status = CallCompleted

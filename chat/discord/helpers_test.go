@@ -186,3 +186,13 @@ func hasRequest(f *fake.Server, method, pathPart string) bool {
 	}
 	return false
 }
+
+// heartbeating waits until the gateway has acked n heartbeats in all.
+// discordgo sends a connection's first heartbeat as soon as it connects;
+// a disconnect that lands before it makes discordgo's heartbeat and read
+// loops both reconnect (a race inside discordgo whose stray close 1000
+// ends the session), so tests disturb the gateway only after it.
+func heartbeating(t testing.TB, f *fake.Server, n int) {
+	t.Helper()
+	wait(t, f, "heartbeat", func() bool { return f.GatewayStats().HeartbeatsAcked >= n })
+}

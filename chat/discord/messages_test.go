@@ -190,6 +190,7 @@ func TestReplayedMessagesNeverReachTheCoreTwice(t *testing.T) {
 	rec.waitFor(t, "first", func() bool { return len(rec.msgs) == 1 })
 
 	// The gateway resumes and replays events the bot already handled.
+	heartbeating(t, f, 1)
 	f.ReplayOnResumeFrom(before)
 	f.DropConnections()
 	wait(t, f, "resume", func() bool { return f.GatewayStats().Resumes == 1 })

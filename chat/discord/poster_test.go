@@ -129,6 +129,7 @@ func TestGatewayDropIsSurvived(t *testing.T) {
 	f := fake.Start(t, fake.Options{})
 	rec := newRecorder()
 	start(t, config(f), rec)
+	heartbeating(t, f, 1)
 	f.DropConnections()
 	wait(t, f, "resumed", func() bool { return f.GatewayStats().Resumes == 1 })
 	m, _ := f.UserMessage(fake.DefaultChannelID, alice, bot()+"after the drop")
@@ -136,6 +137,7 @@ func TestGatewayDropIsSurvived(t *testing.T) {
 	if rec.messages()[0].EventID != m.ID {
 		t.Fatal("wrong message")
 	}
+	heartbeating(t, f, 2) // the resumed connection's first heartbeat
 	f.SendReconnect()
 	wait(t, f, "resumed after op 7", func() bool { return f.GatewayStats().Resumes == 2 && f.Connected() == 1 })
 	f.InvalidateSession(false)

@@ -58,11 +58,13 @@ type Adapter struct {
 	ctx  context.Context // Run's context: the lifetime of event work
 	wg   sync.WaitGroup  // event work started after an ack
 
-	mu    sync.Mutex
-	self  identity
-	addr  string
-	ready chan struct{}
-	once  sync.Once
+	mu       sync.Mutex
+	self     identity
+	addr     string
+	ready    chan struct{}
+	once     sync.Once
+	inflight int
+	idle     chan struct{} // closed and replaced whenever inflight drops to 0
 }
 
 // identity is who the bot is in the workspace (from auth.test).
@@ -103,6 +105,7 @@ func New(cfg Config, log *slog.Logger) (*Adapter, error) {
 		threads: newThreadCache(),
 		seen:    newRecentSet(20000),
 		ready:   make(chan struct{}),
+		idle:    make(chan struct{}),
 	}, nil
 }
 
@@ -184,12 +187,14 @@ func (a *Adapter) markReady() {
 	})
 }
 
-// spawn runs event work after the ack, on Run's context, and logs its
-// failure. Run waits for spawned work before returning.
+// spawn runs event work on its own goroutine, on Run's context, and logs
+// its failure. Run waits for spawned work before returning.
 func (a *Adapter) spawn(what string, fn func(ctx context.Context) error) {
 	a.wg.Add(1)
+	a.busy(+1)
 	go func() {
 		defer a.wg.Done()
+		defer a.busy(-1)
 		defer func() {
 			if r := recover(); r != nil {
 				a.log.Error("slack: panic in event work", "work", what, "panic", r)
@@ -199,6 +204,35 @@ func (a *Adapter) spawn(what string, fn func(ctx context.Context) error) {
 			a.log.Warn("slack: event work failed", "work", what, "err", err)
 		}
 	}()
+}
+
+func (a *Adapter) busy(d int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.inflight += d
+	if a.inflight == 0 {
+		close(a.idle)
+		a.idle = make(chan struct{})
+	}
+}
+
+// WaitIdle blocks until no event work is running (every event acked so
+// far has been fully handled), or ctx ends. Tests use it to assert that
+// an event caused nothing, without sleeping.
+func (a *Adapter) WaitIdle(ctx context.Context) error {
+	for {
+		a.mu.Lock()
+		n, ch := a.inflight, a.idle
+		a.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // allowed applies AllowedUsers and AllowedChannels.

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -37,6 +38,8 @@ type Worker struct {
 	// HostQueue is this worker host's task queue.
 	HostQueue string
 	store     *blobstore.Store
+	backends  []sandbox.Backend
+	cancel    context.CancelFunc
 }
 
 // WorkerOptions lets tests and cmd/dev adjust the assembly.
@@ -77,6 +80,7 @@ func StartWorker(ctx context.Context, c client.Client, cfg *config.Config, opts 
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	w.Served = byName.Names()
+	w.backends = backends
 	acts := &sandbox.Activities{Backends: byName, Store: store, HostQueue: w.HostQueue, Logger: log}
 
 	wo := opts.Temporal
@@ -99,6 +103,9 @@ func StartWorker(ctx context.Context, c client.Client, cfg *config.Config, opts 
 			return nil, fmt.Errorf("worker: start: %w", err)
 		}
 	}
+	sctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	go runSweeper(sctx, c, w.backends, 10*time.Minute, log)
 	log.Info("worker started", "task_queue", cfg.Temporal.TaskQueue, "host_queue", w.HostQueue,
 		"backends", strings.Join(w.Served, ","), "model", cfg.Model.Name)
 	for name, why := range w.Unavailable {
@@ -134,6 +141,9 @@ func newBackend(ctx context.Context, name string, cfg *config.Config) (sandbox.B
 
 // Stop stops every Temporal worker and waits for running activities.
 func (w *Worker) Stop() {
+	if w.cancel != nil {
+		w.cancel()
+	}
 	for _, x := range w.workers {
 		x.Stop()
 	}

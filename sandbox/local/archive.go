@@ -220,15 +220,23 @@ type dirMeta struct {
 	mtime time.Time
 }
 
+// extractor unpacks one archive into a directory through os.Root.
+type extractor struct {
+	root  *os.Root
+	buf   []byte
+	made  map[string]bool // directories known to exist, to skip MkdirAll
+	dirs  []dirMeta       // modes and times to apply at the end
+	times []unix.Timeval  // scratch for futimes
+}
+
 func extract(ctx context.Context, dir string, r io.Reader) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
+	x := &extractor{root: root, buf: make([]byte, ioBuffer), made: map[string]bool{}, times: make([]unix.Timeval, 2)}
 	tr := tar.NewReader(bufio.NewReaderSize(r, ioBuffer))
-	buf := make([]byte, ioBuffer)
-	var dirs []dirMeta
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -251,18 +259,15 @@ func extract(ctx context.Context, dir string, r io.Reader) error {
 		if hdr.Mode&0o1000 != 0 {
 			mode |= fs.ModeSticky
 		}
-		if err := extractEntry(root, tr, hdr, name, mode, buf); err != nil {
+		if err := x.entry(tr, hdr, name, mode); err != nil {
 			return fmt.Errorf("entry %q: %w", hdr.Name, err)
-		}
-		if hdr.Typeflag == tar.TypeDir {
-			dirs = append(dirs, dirMeta{name, mode, hdr.ModTime})
 		}
 	}
 	// Directory modes and times last, deepest first: a read-only directory
 	// must not block its own children, and creating children changes the
 	// parent's mtime.
-	slices.SortFunc(dirs, func(a, b dirMeta) int { return len(b.name) - len(a.name) })
-	for _, d := range dirs {
+	slices.SortFunc(x.dirs, func(a, b dirMeta) int { return len(b.name) - len(a.name) })
+	for _, d := range x.dirs {
 		if err := root.Chmod(d.name, d.mode); err != nil {
 			return fmt.Errorf("entry %q: %w", d.name, err)
 		}
@@ -273,71 +278,104 @@ func extract(ctx context.Context, dir string, r io.Reader) error {
 	return nil
 }
 
-func extractEntry(root *os.Root, tr *tar.Reader, hdr *tar.Header, name string, mode fs.FileMode, buf []byte) error {
-	if parent := path.Dir(name); parent != "." {
-		if err := root.MkdirAll(parent, 0o700); err != nil {
-			return err
-		}
+// mkdirAll makes dir and its parents, remembering what exists so a
+// directory of many files costs one MkdirAll rather than one per file.
+// (The cache is only a shortcut: every open still goes through os.Root,
+// which refuses paths that leave the root.)
+func (x *extractor) mkdirAll(dir string) error {
+	if dir == "." || x.made[dir] {
+		return nil
+	}
+	if err := x.root.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for d := dir; d != "." && !x.made[d]; d = path.Dir(d) {
+		x.made[d] = true
+	}
+	return nil
+}
+
+func (x *extractor) entry(tr *tar.Reader, hdr *tar.Header, name string, mode fs.FileMode) error {
+	if err := x.mkdirAll(path.Dir(name)); err != nil {
+		return err
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		err := root.Mkdir(name, 0o700)
+		x.dirs = append(x.dirs, dirMeta{name, mode, hdr.ModTime})
+		if x.made[name] {
+			return nil
+		}
+		err := x.root.Mkdir(name, 0o700)
 		if errors.Is(err, fs.ErrExist) {
-			if fi, serr := root.Lstat(name); serr == nil && fi.IsDir() {
-				return nil
+			if fi, serr := x.root.Lstat(name); serr == nil && fi.IsDir() {
+				err = nil
 			}
+		}
+		if err == nil {
+			x.made[name] = true
 		}
 		return err
 	case tar.TypeReg, tar.TypeRegA:
-		if err := removeEntry(root, name); err != nil {
-			return err
-		}
-		f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return err
-		}
-		if _, err := io.CopyBuffer(writerOnly{f}, tr, buf); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Chmod(mode); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		return root.Chtimes(name, hdr.ModTime, hdr.ModTime)
+		return x.file(tr, hdr, name, mode)
 	case tar.TypeSymlink:
 		if hdr.Linkname == "" {
 			return fmt.Errorf("%w: symlink without a target", sandbox.ErrUnsafeArchive)
 		}
-		if err := removeEntry(root, name); err != nil {
+		if err := x.remove(name); err != nil {
 			return err
 		}
-		if err := root.Symlink(hdr.Linkname, name); err != nil {
+		if err := x.root.Symlink(hdr.Linkname, name); err != nil {
 			return err
 		}
-		return lchtimes(root, name, hdr.ModTime)
+		return lchtimes(x.root, name, hdr.ModTime)
 	case tar.TypeLink:
 		target, err := sandbox.CheckHardlinkTarget(hdr.Name, hdr.Linkname)
 		if err != nil {
 			return err
 		}
-		if err := removeEntry(root, name); err != nil {
+		if err := x.remove(name); err != nil {
 			return err
 		}
-		return root.Link(target, name)
+		return x.root.Link(target, name)
 	default:
 		return nil // devices, FIFOs, PAX globals: nothing to restore
 	}
 }
 
-// removeEntry makes room for a file, link or symlink replacing an earlier
-// entry of the same name (tar archives may repeat names).
-func removeEntry(root *os.Root, name string) error {
-	err := root.Remove(name)
+func (x *extractor) file(tr *tar.Reader, hdr *tar.Header, name string, mode fs.FileMode) error {
+	const flags = os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	f, err := x.root.OpenFile(name, flags, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		// A repeated name: the later entry wins, as with tar(1).
+		if err := x.remove(name); err != nil {
+			return err
+		}
+		f, err = x.root.OpenFile(name, flags, 0o600)
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := io.CopyBuffer(writerOnly{f}, tr, x.buf); err != nil {
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		return err
+	}
+	mtime := hdr.ModTime.UnixNano()
+	x.times[0], x.times[1] = unix.NsecToTimeval(mtime), unix.NsecToTimeval(mtime)
+	if err := unix.Futimes(int(f.Fd()), x.times); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// remove makes room for an entry replacing an earlier one of the same name
+// (tar archives may repeat names). A non-empty directory is not removed.
+func (x *extractor) remove(name string) error {
+	err := x.root.Remove(name)
 	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		delete(x.made, name)
 		return nil
 	}
 	return err

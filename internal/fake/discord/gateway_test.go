@@ -104,6 +104,7 @@ func TestResumeReplaysMissedEvents(t *testing.T) {
 	s.SyncEvents = true
 	c := newCollector(s)
 	open(t, s)
+	heartbeating(t, f, 1)
 
 	f.DropConnections()
 	wait(t, f, "connection dropped", func() bool { return f.Connected() == 0 })
@@ -130,6 +131,7 @@ func TestOp7ReconnectResumes(t *testing.T) {
 	s := session(t, f, allIntents)
 	c := newCollector(s)
 	open(t, s)
+	heartbeating(t, f, 1)
 	f.SendReconnect()
 	wait(t, f, "resumed after op 7", func() bool { return f.GatewayStats().Resumes == 1 && f.Connected() == 1 })
 	m, _ := f.UserMessage(fake.DefaultChannelID, alice, "after op 7")
@@ -147,6 +149,7 @@ func TestOp9InvalidSessionReidentifies(t *testing.T) {
 	s := session(t, f, allIntents)
 	c := newCollector(s)
 	open(t, s)
+	heartbeating(t, f, 1)
 	f.InvalidateSession(false)
 	wait(t, f, "identify after op 9", func() bool { return f.GatewayStats().Identifies == 2 && f.Connected() == 1 })
 	m, _ := f.UserMessage(fake.DefaultChannelID, alice, "after op 9")
@@ -167,6 +170,7 @@ func TestReplayOnResumeRedeliversProcessedEvents(t *testing.T) {
 	if got := recv(t, c.ch, "first delivery"); got != m.ID {
 		t.Fatalf("got %s", got)
 	}
+	heartbeating(t, f, 1)
 	f.ReplayOnResumeFrom(before)
 	f.DropConnections()
 	if got := recv(t, c.ch, "redelivery"); got != m.ID {

@@ -81,3 +81,13 @@ func wait(t testing.TB, f *fake.Server, what string, cond func() bool) {
 		t.Fatal(err)
 	}
 }
+
+// heartbeating waits until the gateway has acked n heartbeats in all.
+// discordgo sends a connection's first heartbeat as soon as it connects;
+// a disconnect that lands before it makes discordgo's heartbeat and read
+// loops both reconnect (a race inside discordgo, whose stray close 1000
+// then ends the session). Tests disturb the gateway only after it.
+func heartbeating(t testing.TB, f *fake.Server, n int) {
+	t.Helper()
+	wait(t, f, "heartbeat", func() bool { return f.GatewayStats().HeartbeatsAcked >= n })
+}

@@ -1,0 +1,273 @@
+package slack_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/slack"
+	"github.com/sandbot/sandbot/chat/slack/slacktest"
+	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
+)
+
+func TestMentionStartsOneTurnAndAcksFirst(t *testing.T) {
+	ctx := testCtx(t)
+	env := slacktest.New(t, slacktest.Options{})
+	core := newRecCore()
+	release := make(chan struct{})
+	core.onMessage = func(ctx context.Context, p chat.Poster, m chat.Message) error {
+		<-release // the core is slow (Temporal): acks must not wait for it
+		_, err := p.Post(ctx, m.Thread, chat.Card{Title: "🤔 Thinking"})
+		return err
+	}
+	env.Run(core)
+
+	sent := mustSend(t, ctx, env, fakeslack.UserMessage{Text: env.Fake.Mention() + "  please fix &lt;the&gt; build "})
+	if len(sent.Envelopes) != 2 {
+		t.Fatalf("a channel mention is delivered twice (app_mention + message), got %d envelopes", len(sent.Envelopes))
+	}
+	// Both envelopes were acked while the core was still blocked.
+	st := core.waitFor(t, ctx, "the message", func(s coreState) bool { return len(s.Messages) == 1 })
+	close(release)
+	idle(t, ctx, env)
+	if n := len(core.state().Messages); n != 1 {
+		t.Fatalf("one user message reached the core %d times", n)
+	}
+	m := st.Messages[0]
+	want := chat.Thread{Platform: slack.Platform, Workspace: "T0001", Channel: "C0001", Thread: sent.Message.TS}
+	if m.Thread != want || m.User.ID != "U0001" || m.Text != "please fix <the> build" || m.EventID != "slack:C0001:"+sent.Message.TS {
+		t.Fatalf("message = %+v", m)
+	}
+	snap := waitFake(t, ctx, env, "the status post", func(s fakeslack.Snapshot) bool { return len(s.BotMessages("C0001", sent.Message.TS)) == 1 })
+	if post := snap.CallsTo("chat.postMessage")[0]; post.Form.Get("thread_ts") != sent.Message.TS {
+		t.Fatalf("status not posted in the thread: %v", post.Form)
+	}
+
+	// Slack retries the events (same event_id): still one turn.
+	for _, env1 := range sent.Envelopes {
+		id, err := env.Fake.Redeliver(ctx, env1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFake(t, ctx, env, "redelivery ack", func(s fakeslack.Snapshot) bool { return s.Acked(id) })
+	}
+	idle(t, ctx, env)
+	if n := len(core.state().Messages); n != 1 {
+		t.Fatalf("redelivered events reached the core: %d messages", n)
+	}
+}
+
+func TestMessagesThatNeverStartTurns(t *testing.T) {
+	ctx := testCtx(t)
+	env := slacktest.New(t, slacktest.Options{})
+	core := newRecCore()
+	env.Run(core)
+	f := env.Fake
+	root := mustSend(t, ctx, env, fakeslack.UserMessage{Text: f.Mention() + " start"}).Message
+	core.waitFor(t, ctx, "the mention", func(s coreState) bool { return len(s.Messages) == 1 })
+
+	mustSend(t, ctx, env, fakeslack.UserMessage{BotID: "BOTHER", SubType: "bot_message", Text: f.Mention() + " I am a bot", ThreadTS: root.TS})
+	mustSend(t, ctx, env, fakeslack.UserMessage{User: "U0009", BotID: "BAPP", Text: "app bot in thread", ThreadTS: root.TS})
+	mustSend(t, ctx, env, fakeslack.UserMessage{User: "UBOT", Text: "my own message", ThreadTS: root.TS})
+	mustSend(t, ctx, env, fakeslack.UserMessage{SubType: "channel_join", Text: "joined", ThreadTS: root.TS})
+	mustSend(t, ctx, env, fakeslack.UserMessage{Text: "top-level chatter without a mention"})
+	edit, err := f.EditPayload("C0001", root.TS, f.Mention()+" start (edited)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := f.SendEvent(ctx, edit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFake(t, ctx, env, "edit ack", func(s fakeslack.Snapshot) bool { return s.Acked(id) })
+	idle(t, ctx, env)
+	if st := core.state(); len(st.Messages) != 1 {
+		t.Fatalf("bot messages, edits or chatter reached the core: %+v", st.Messages[1:])
+	}
+}
+
+func TestThreadRepliesContinueSession(t *testing.T) {
+	ctx := testCtx(t)
+	env := slacktest.New(t, slacktest.Options{})
+	core := newRecCore()
+	env.Run(core)
+	f := env.Fake
+	root := mustSend(t, ctx, env, fakeslack.UserMessage{Text: f.Mention() + " start"}).Message
+	core.waitFor(t, ctx, "the mention", func(s coreState) bool { return len(s.Messages) == 1 })
+
+	reply := mustSend(t, ctx, env, fakeslack.UserMessage{User: "U0002", Text: "and also the docs", ThreadTS: root.TS})
+	if len(reply.Envelopes) != 1 {
+		t.Fatalf("a reply without a mention is one message event, got %d", len(reply.Envelopes))
+	}
+	st := core.waitFor(t, ctx, "the reply", func(s coreState) bool { return len(s.Messages) == 2 })
+	if m := st.Messages[1]; m.Thread.Thread != root.TS || m.Text != "and also the docs" || m.User.ID != "U0002" {
+		t.Fatalf("reply = %+v", m)
+	}
+	if n := len(env.Fake.Snapshot().CallsTo("conversations.replies")); n != 0 {
+		t.Fatalf("a thread this process saw start was looked up %d times", n)
+	}
+
+	// A thread nobody mentioned the bot in stays quiet.
+	other := f.Say(fakeslack.UserMessage{Text: "unrelated discussion"}).Message
+	mustSend(t, ctx, env, fakeslack.UserMessage{Text: "reply in unrelated thread", ThreadTS: other.TS})
+	idle(t, ctx, env)
+	if n := len(core.state().Messages); n != 2 {
+		t.Fatalf("a reply in a non-session thread reached the core (%d messages)", n)
+	}
+
+	// A command typed after a mention in the thread goes to the core as text
+	// (the core parses it).
+	mustSend(t, ctx, env, fakeslack.UserMessage{Text: f.Mention() + " /backend docker", ThreadTS: root.TS})
+	st = core.waitFor(t, ctx, "the command", func(s coreState) bool { return len(s.Messages) == 3 })
+	if m := st.Messages[2]; m.Text != "/backend docker" || m.Thread.Thread != root.TS {
+		t.Fatalf("command message = %+v", m)
+	}
+}
+
+func TestRequireMention(t *testing.T) {
+	ctx := testCtx(t)
+	env := slacktest.New(t, slacktest.Options{Config: func(c *slack.Config) { c.RequireMention = true }})
+	core := newRecCore()
+	env.Run(core)
+	root := mustSend(t, ctx, env, fakeslack.UserMessage{Text: env.Fake.Mention() + " start"}).Message
+	mustSend(t, ctx, env, fakeslack.UserMessage{Text: "no mention", ThreadTS: root.TS})
+	mustSend(t, ctx, env, fakeslack.UserMessage{Text: env.Fake.Mention() + " with mention", ThreadTS: root.TS})
+	idle(t, ctx, env)
+	st := core.state()
+	if len(st.Messages) != 2 || st.Messages[1].Text != "with mention" {
+		t.Fatalf("messages = %+v", st.Messages)
+	}
+}
+
+func TestSessionThreadsAfterRestart(t *testing.T) {
+	ctx := testCtx(t)
+	env := slacktest.New(t, slacktest.Options{})
+	f := env.Fake
+	// Threads from before the restart: one started by a mention, one where
+	// only the bot replied (a fork thread), one without the bot.
+	mentioned := f.Say(fakeslack.UserMessage{Text: f.Mention() + " earlier"}).Message
+	forkRoot := f.Say(fakeslack.UserMessage{User: "UBOT", BotID: "BBOT", Text: "🍴 fork"}).Message
+	plain := f.Say(fakeslack.UserMessage{Text: "no bot here"}).Message
+	core := newRecCore()
+	env.Run(core)
+
+	for range 3 {
+		mustSend(t, ctx, env, fakeslack.UserMessage{Text: "more", ThreadTS: mentioned.TS})
+	}
+	mustSend(t, ctx, env, fakeslack.UserMessage{Text: "in fork", ThreadTS: forkRoot.TS})
+	mustSend(t, ctx, env, fakeslack.UserMessage{Text: "chatter", ThreadTS: plain.TS})
+	idle(t, ctx, env)
+	var threads []string
+	for _, m := range core.state().Messages {
+		threads = append(threads, m.Thread.Thread)
+	}
+	if got, want := strings.Join(threads, ","), strings.Join([]string{mentioned.TS, mentioned.TS, mentioned.TS, forkRoot.TS}, ","); got != want {
+		t.Fatalf("threads reaching the core = %s, want %s", got, want)
+	}
+	if n := len(f.Snapshot().CallsTo("conversations.replies")); n != 3 {
+		t.Fatalf("conversations.replies called %d times, want once per thread (3)", n)
+	}
+}
+
+func TestSessionFinderIsPreferred(t *testing.T) {
+	ctx := testCtx(t)
+	env := slacktest.New(t, slacktest.Options{})
+	f := env.Fake
+	known := f.Say(fakeslack.UserMessage{Text: "root without mention"}).Message
+	asked := 0
+	core := findingCore{recCore: newRecCore(), sessions: map[string]bool{known.TS: true}, asked: &asked}
+	env.Run(core)
+	mustSend(t, ctx, env, fakeslack.UserMessage{Text: "continue", ThreadTS: known.TS})
+	mustSend(t, ctx, env, fakeslack.UserMessage{Text: "again", ThreadTS: known.TS})
+	idle(t, ctx, env)
+	if n := len(core.state().Messages); n != 2 {
+		t.Fatalf("%d messages reached the core, want 2", n)
+	}
+	core.mu.Lock()
+	n := asked
+	core.mu.Unlock()
+	if n != 1 || len(f.Snapshot().CallsTo("conversations.replies")) != 0 {
+		t.Fatalf("HasSession asked %d times (want 1, then cached); replies calls %d", n, len(f.Snapshot().CallsTo("conversations.replies")))
+	}
+}
+
+func TestDirectMessages(t *testing.T) {
+	ctx := testCtx(t)
+	env := slacktest.New(t, slacktest.Options{})
+	core := newRecCore()
+	env.Run(core)
+	dm := mustSend(t, ctx, env, fakeslack.UserMessage{Channel: "D0001", ChannelType: "im", Text: "hello, no mention needed"})
+	if len(dm.Envelopes) != 1 {
+		t.Fatalf("a DM is one message event, got %d", len(dm.Envelopes))
+	}
+	mustSend(t, ctx, env, fakeslack.UserMessage{Channel: "D0001", ChannelType: "im", Text: "follow-up", ThreadTS: dm.Message.TS})
+	st := core.waitFor(t, ctx, "both DMs", func(s coreState) bool { return len(s.Messages) == 2 })
+	for _, m := range st.Messages {
+		if m.Thread.Channel != "D0001" || m.Thread.Thread != dm.Message.TS {
+			t.Fatalf("DM message = %+v", m)
+		}
+	}
+}
+
+func TestAllowedUsersAndChannels(t *testing.T) {
+	ctx := testCtx(t)
+	env := slacktest.New(t, slacktest.Options{Config: func(c *slack.Config) {
+		c.AllowedUsers = []string{"U0001"}
+		c.AllowedChannels = []string{"C0001"}
+		c.Approvers = []string{"U0001"}
+	}})
+	core := newRecCore()
+	env.Run(core)
+	f := env.Fake
+	mustSend(t, ctx, env, fakeslack.UserMessage{User: "U0002", Text: f.Mention() + " let me in"})
+	mustSend(t, ctx, env, fakeslack.UserMessage{User: "U0001", Channel: "C0BAD", Text: f.Mention() + " here?"})
+	snap := waitFake(t, ctx, env, "two refusals", func(s fakeslack.Snapshot) bool { return len(s.CallsTo("chat.postEphemeral")) == 2 })
+	idle(t, ctx, env)
+	if n := len(core.state().Messages); n != 0 {
+		t.Fatalf("refused messages reached the core: %d", n)
+	}
+	refusals := map[string]string{} // user/channel → text
+	for _, c := range snap.CallsTo("chat.postEphemeral") {
+		refusals[c.Form.Get("user")+"/"+c.Form.Get("channel")] = c.Text()
+	}
+	if !strings.Contains(refusals["U0002/C0001"], "allowed users") || !strings.Contains(refusals["U0001/C0BAD"], "not enabled in this channel") {
+		t.Fatalf("refusals = %q", refusals)
+	}
+	mustSend(t, ctx, env, fakeslack.UserMessage{User: "U0001", Text: f.Mention() + " ok"})
+	st := core.waitFor(t, ctx, "the allowed message", func(s coreState) bool { return len(s.Messages) == 1 })
+	if !st.Messages[0].Admin {
+		t.Fatal("a configured approver's message is not marked Admin")
+	}
+}
+
+func TestResumeAfterConnect(t *testing.T) {
+	ctx := testCtx(t)
+	env := slacktest.New(t, slacktest.Options{})
+	core := resumingCore{newRecCore()}
+	env.Run(core)
+	core.waitFor(t, ctx, "a resume", func(s coreState) bool { return len(s.Resumed) == 1 })
+	env.Restart(core)
+	st := core.waitFor(t, ctx, "a second resume", func(s coreState) bool { return len(s.Resumed) == 2 })
+	if st.Resumed[1] != slack.Platform {
+		t.Fatalf("resumed %q", st.Resumed)
+	}
+}
+
+func TestSocketReconnects(t *testing.T) {
+	ctx := testCtx(t)
+	env := slacktest.New(t, slacktest.Options{})
+	core := newRecCore()
+	env.Run(core)
+	f := env.Fake
+	f.Disconnect("refresh_requested")
+	waitFake(t, ctx, env, "a reconnect after a refresh request", func(s fakeslack.Snapshot) bool { return s.Connections == 2 && s.Open == 1 })
+	mustSend(t, ctx, env, fakeslack.UserMessage{Text: f.Mention() + " after refresh"})
+	f.DropConnections()
+	waitFake(t, ctx, env, "a reconnect after a dropped socket", func(s fakeslack.Snapshot) bool { return s.Connections == 3 && s.Open == 1 })
+	mustSend(t, ctx, env, fakeslack.UserMessage{Text: f.Mention() + " after drop"})
+	st := core.waitFor(t, ctx, "both messages", func(s coreState) bool { return len(s.Messages) == 2 })
+	if st.Messages[0].Text != "after refresh" || st.Messages[1].Text != "after drop" {
+		t.Fatalf("messages = %+v", st.Messages)
+	}
+}

@@ -1,0 +1,195 @@
+package slack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	slackgo "github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+	"github.com/slack-go/slack/socketmode"
+)
+
+// runSocket receives events over Socket Mode until ctx ends. Every
+// envelope is acked first and handled on its own goroutine, so no ack
+// waits for Temporal. Disconnects and refresh requests reconnect inside
+// socketmode's RunContext.
+func (a *Adapter) runSocket(ctx context.Context) error {
+	sm := socketmode.New(a.api)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- sm.RunContext(ctx) }()
+	for {
+		select {
+		case err := <-runErr:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("slack: socket mode: %w (check SANDBOT_SLACK_APP_TOKEN)", err)
+		case ev := <-sm.Events:
+			a.onSocketEvent(ctx, sm, ev)
+		}
+	}
+}
+
+func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, ev socketmode.Event) {
+	ack := func() {
+		if ev.Request == nil {
+			return
+		}
+		if err := sm.AckCtx(ctx, ev.Request.EnvelopeID, nil); err != nil {
+			a.log.Warn("slack: ack failed", "envelope_id", ev.Request.EnvelopeID, "err", err)
+		}
+	}
+	switch ev.Type {
+	case socketmode.EventTypeConnecting:
+		a.log.Debug("slack: socket mode connecting")
+	case socketmode.EventTypeConnected:
+		a.log.Info("slack: socket mode connected")
+		a.markReady()
+	case socketmode.EventTypeConnectionError, socketmode.EventTypeIncomingError, socketmode.EventTypeErrorWriteFailed:
+		a.log.Warn("slack: socket mode connection trouble; reconnecting", "event", ev.Type)
+	case socketmode.EventTypeDisconnect:
+		a.log.Info("slack: socket mode disconnect requested; reconnecting")
+	case socketmode.EventTypeInvalidAuth:
+		a.log.Error("slack: socket mode authentication failed (check SANDBOT_SLACK_APP_TOKEN)")
+	// Work is registered before the ack goes out (so WaitIdle after an ack
+	// sees it) but runs on its own goroutine: the ack never waits for it.
+	case socketmode.EventTypeEventsAPI:
+		if e, ok := ev.Data.(slackevents.EventsAPIEvent); ok {
+			a.spawn("event", func(ctx context.Context) error { return a.onEventsAPI(ctx, e) })
+		}
+		ack()
+	case socketmode.EventTypeInteractive:
+		if cb, ok := ev.Data.(slackgo.InteractionCallback); ok {
+			a.spawn("interaction", func(ctx context.Context) error { return a.onInteraction(ctx, cb) })
+		}
+		ack()
+	case socketmode.EventTypeSlashCommand:
+		if sc, ok := ev.Data.(slackgo.SlashCommand); ok {
+			a.spawn("command", func(ctx context.Context) error { return a.onSlashCommand(ctx, sc) })
+		}
+		ack()
+	case socketmode.EventTypeErrorBadMessage:
+		a.log.Warn("slack: unreadable socket mode message")
+	}
+}
+
+// maxBody bounds HTTP-mode request bodies (Slack's are a few KB).
+const maxBody = 1 << 20
+
+// handler serves the HTTP mode endpoints: /slack/events (Events API),
+// /slack/commands (slash commands) and /slack/interactivity (buttons,
+// modals, shortcuts). Every request must carry a valid signature made with
+// the signing secret and a timestamp within five minutes; anything else
+// gets 401 and is not processed. Valid requests are answered at once and
+// handled afterwards, like Socket Mode envelopes.
+func (a *Adapter) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /slack/events", a.verified(a.serveEvents))
+	mux.HandleFunc("POST /slack/commands", a.verified(a.serveCommand))
+	mux.HandleFunc("POST /slack/interactivity", a.verified(a.serveInteraction))
+	return mux
+}
+
+// verified checks the request's signature and hands the handler the body.
+func (a *Adapter) verified(h func(w http.ResponseWriter, r *http.Request, body []byte)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			http.Error(w, "request body too large or unreadable", http.StatusRequestEntityTooLarge)
+			return
+		}
+		sv, err := slackgo.NewSecretsVerifier(r.Header, a.cfg.SigningSecret)
+		if err == nil {
+			_, _ = sv.Write(body)
+			err = sv.Ensure()
+		}
+		if err != nil {
+			a.log.Warn("slack: rejected an unverified request", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+			http.Error(w, "invalid signature", http.StatusUnauthorized)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h(w, r, body)
+	}
+}
+
+func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request, body []byte) {
+	ev, err := slackevents.ParseEvent(body, slackevents.OptionNoVerifyToken())
+	if err != nil {
+		http.Error(w, "cannot parse event: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if ev.Type == slackevents.URLVerification {
+		var ch slackevents.ChallengeResponse
+		if err := json.Unmarshal(body, &ch); err != nil {
+			http.Error(w, "bad url_verification", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, ch.Challenge)
+		return
+	}
+	a.spawn("event", func(ctx context.Context) error { return a.onEventsAPI(ctx, ev) })
+	w.WriteHeader(http.StatusOK)
+}
+
+func (a *Adapter) serveCommand(w http.ResponseWriter, r *http.Request, _ []byte) {
+	sc, err := slackgo.SlashCommandParse(r)
+	if err != nil {
+		http.Error(w, "cannot parse command", http.StatusBadRequest)
+		return
+	}
+	a.spawn("command", func(ctx context.Context) error { return a.onSlashCommand(ctx, sc) })
+	w.WriteHeader(http.StatusOK)
+}
+
+func (a *Adapter) serveInteraction(w http.ResponseWriter, _ *http.Request, body []byte) {
+	form, err := url.ParseQuery(string(body))
+	var cb slackgo.InteractionCallback
+	if err == nil {
+		err = json.Unmarshal([]byte(form.Get("payload")), &cb)
+	}
+	if err != nil {
+		http.Error(w, "cannot parse interaction payload", http.StatusBadRequest)
+		return
+	}
+	a.spawn("interaction", func(ctx context.Context) error { return a.onInteraction(ctx, cb) })
+	w.WriteHeader(http.StatusOK) // an empty 200 also closes a submitted modal
+}
+
+// runHTTP serves Handler on ListenAddr until ctx ends.
+func (a *Adapter) runHTTP(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("slack: listen on %s (SANDBOT_SLACK_LISTEN_ADDR): %w", a.cfg.ListenAddr, err)
+	}
+	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	a.mu.Lock()
+	a.addr = ln.Addr().String()
+	a.mu.Unlock()
+	a.log.Info("slack: serving the Events API", "addr", a.addr)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	a.markReady()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("slack: http: %w", err)
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("slack: http shutdown: %w", err)
+		}
+		return nil
+	}
+}
