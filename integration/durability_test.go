@@ -96,8 +96,10 @@ func TestStopMidCommand(t *testing.T) {
 	}
 }
 
-// buildWorker compiles cmd/worker once per test binary.
-func buildWorker(t *testing.T) string {
+// buildWorker compiles cmd/worker for a test.
+func buildWorker(t *testing.T) string { return buildWorkerTB(t) }
+
+func buildWorkerTB(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "sandbot-worker")
 	cmd := exec.Command("go", "build", "-o", bin, "../cmd/worker")

@@ -155,6 +155,10 @@ func (s *stack) say(th chat.Thread, eventID, text string) {
 	s.sayAs(th, alice, eventID, text)
 }
 
+func chatMessage(th chat.Thread, eventID, text string) chat.Message {
+	return chat.Message{EventID: eventID, Thread: th, User: alice, Text: text}
+}
+
 func (s *stack) sayAs(th chat.Thread, u chat.User, eventID, text string) {
 	s.t.Helper()
 	if err := s.core.HandleMessage(s.ctx, s.poster, chat.Message{EventID: eventID, Thread: th, User: u, Text: text}); err != nil {

@@ -30,7 +30,6 @@ type session struct {
 	destroyBy        User
 	cleanedUp        bool
 	decision         *DecisionRecord
-	ensuredTurn      int
 	execRan          bool
 	turnsThisRun     int
 	lastIndex        *indexed

@@ -268,7 +268,6 @@ func (s *session) exec(ctx workflow.Context, callID string, commands []string, t
 		// Nothing ran: the holding worker never picked the call up, or the
 		// sandbox vanished. Restore the sandbox and run the call there.
 		s.st.Handle = nil
-		s.ensuredTurn = 0
 		if handle, err = s.ensureSandbox(ctx); err == nil {
 			req.Handle = handle
 			err = workflow.ExecuteActivity(execOptions(ctx, req, s.st.Settings.ExecHeartbeat), sandboxActs.Exec, req).Get(ctx, &res)
@@ -332,7 +331,10 @@ func (s *session) exec(ctx workflow.Context, callID string, commands []string, t
 // ensureSandbox returns a live sandbox for this turn, creating or restoring
 // it on first use.
 func (s *session) ensureSandbox(ctx workflow.Context) (sandbox.Handle, error) {
-	if s.st.Handle != nil && s.ensuredTurn == s.st.Turn {
+	// A known sandbox is used as is: if it was lost, Exec answers
+	// ErrTypeNotFound without running anything and exec comes back here
+	// with the handle cleared. That saves an activity on every turn.
+	if s.st.Handle != nil && s.st.Handle.Backend == s.st.Backend && !s.st.Suspended {
 		return *s.st.Handle, nil
 	}
 	req := sandbox.EnsureRequest{
@@ -361,7 +363,6 @@ func (s *session) ensureSandbox(ctx workflow.Context) (sandbox.Handle, error) {
 	h := res.Handle
 	s.st.Handle = &h
 	s.st.Suspended = false
-	s.ensuredTurn = s.st.Turn
 	if res.Notice != "" {
 		s.notice("%s", res.Notice)
 	}

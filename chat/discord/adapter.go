@@ -198,7 +198,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 		a.log.Error("resume watchers failed", "err", err)
 	}
 	close(a.ready)
-	a.log.Info("discord adapter running", "bot_id", a.bot(), "guild", a.cfg.GuildID)
+	a.log.Info("discord adapter running", "bot_id", a.bot(), "guild", a.cfg.GuildID, "invite_url", InviteURL(a.cfg.ApplicationID))
 
 	<-ctx.Done()
 	removeAll()

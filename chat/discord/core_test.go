@@ -92,8 +92,8 @@ func TestCoreTurnWithApprovalsAndAnswer(t *testing.T) {
 	edited(t, f, ref, "decision shown", func(e fake.Edit) bool {
 		return strings.Contains(e.EmbedText(), "approved by <@"+alice.User.ID+">") && len(e.CustomIDs()) == 0
 	})
-	if len(fs.approvals) != 1 || fs.approvals[0].CallID != "call_2" || fs.approvals[0].Decision != workflows.DecisionApprove || fs.approvals[0].User.ID != alice.User.ID {
-		t.Fatalf("approvals = %+v", fs.approvals)
+	if a := fs.decided(); len(a) != 1 || a[0].CallID != "call_2" || a[0].Decision != workflows.DecisionApprove || a[0].User.ID != alice.User.ID {
+		t.Fatalf("approvals = %+v", a)
 	}
 
 	answer := "All green.\n\n```text\n" + strings.Repeat("PASS pkg/some/long/package/path 0.01s\n", 80) + "```"
@@ -154,22 +154,23 @@ func TestCoreRejectWithReason(t *testing.T) {
 	edited(t, f, ref, "rejection shown", func(e fake.Edit) bool {
 		return strings.Contains(e.EmbedText(), "rejected by <@"+alice.User.ID+">: never force-push")
 	})
-	if a := fs.approvals; len(a) != 1 || a[0].Decision != workflows.DecisionReject || a[0].Reason != "never force-push" {
+	if a := fs.decided(); len(a) != 1 || a[0].Decision != workflows.DecisionReject || a[0].Reason != "never force-push" {
 		t.Fatalf("approvals = %+v", a)
 	}
 }
 
-// TestRestartKeepsEditingTheStatusMessage stops the bot mid-turn, changes
-// the turn while it is away, and starts a new bot: it resumes watching and
-// edits the status message it posted before, instead of posting another.
+// TestRestartKeepsEditingTheStatusMessage stops the bot mid-turn while
+// an approval is pending, changes the turn while it is away, and starts a
+// new bot: it resumes watching and edits the status message it posted
+// before instead of posting another, and the buttons posted before the
+// restart still work.
 func TestRestartKeepsEditingTheStatusMessage(t *testing.T) {
 	t.Parallel()
 	f := fake.Start(t, fake.Options{})
 	cfg := config(f)
 	fs := newFakeSessions()
 
-	core1 := chat.NewCore(chat.CoreConfig{Budgets: map[string]chat.Budget{discord.Platform: {MinEditInterval: 5 * time.Millisecond, MaxButtonValue: chat.MaxDiscordButtonValue}},
-		PollMin: 5 * time.Millisecond, PollMax: 20 * time.Millisecond}, fs, testLog(t))
+	core1 := newCore(t, cfg, fs)
 	a1, err := discord.New(cfg, core1, testLog(t))
 	if err != nil {
 		t.Fatal(err)
@@ -194,21 +195,33 @@ func TestRestartKeepsEditingTheStatusMessage(t *testing.T) {
 	um, _ := f.UserMessage(fake.DefaultChannelID, alice, bot()+"long job")
 	th := chat.Thread{Platform: "discord", Workspace: fake.DefaultGuildID, Channel: fake.DefaultChannelID, Thread: um.ID}
 	id := th.ID()
-	fs.statusRef(t, f, id)
-	ref := fs.get(id).StatusRef
+	ref := fs.statusRef(t, f, id)
 	fs.set(id, func(ts *workflows.TurnState) {
-		ts.ToolCalls = []workflows.ToolCallState{{CallID: "c1", Name: "shell", Commands: []string{"make build"}, Status: workflows.CallRunning}}
+		ts.ToolCalls = []workflows.ToolCallState{
+			{CallID: "c1", Name: "shell", Commands: []string{"make build"}, Status: workflows.CallCompleted, ExitCode: exit(0)},
+			{CallID: "c2", Name: "shell", Commands: []string{"make deploy"}, Status: workflows.CallAwaitingApproval},
+		}
+		ts.Status = workflows.StatusAwaitingApproval
+		ts.Pending = &workflows.PendingApproval{CallID: "c2", Command: "make deploy"}
 	})
-	edited(t, f, ref, "first call", func(e fake.Edit) bool { return strings.Contains(e.EmbedText(), "make build") })
+	before := edited(t, f, ref, "approval buttons", func(e fake.Edit) bool { return len(e.CustomIDs()) == 3 })
 
 	stopBot1()
-	fs.set(id, func(ts *workflows.TurnState) {
-		ts.ToolCalls[0].Status, ts.ToolCalls[0].ExitCode = workflows.CallCompleted, exit(0)
-		ts.ToolCalls = append(ts.ToolCalls, workflows.ToolCallState{CallID: "c2", Name: "shell", Commands: []string{"make deploy"}, Status: workflows.CallRunning})
-	})
+	fs.set(id, func(ts *workflows.TurnState) { ts.Notices = []string{"sandbox restored from snapshot"} })
 
 	start(t, cfg, newCore(t, cfg, fs))
-	edited(t, f, ref, "second call on the same message", func(e fake.Edit) bool { return strings.Contains(e.EmbedText(), "make deploy") })
+	edited(t, f, ref, "change made while the bot was away", func(e fake.Edit) bool {
+		return strings.Contains(e.EmbedText(), "sandbox restored from snapshot")
+	})
+	if _, err := f.ClickButton(ref, alice, customIDOf(t, before, "approve:")); err != nil {
+		t.Fatal(err)
+	}
+	edited(t, f, ref, "decision on the same message", func(e fake.Edit) bool {
+		return strings.Contains(e.EmbedText(), "approved by <@"+alice.User.ID+">") && len(e.CustomIDs()) == 0
+	})
+	if a := fs.decided(); len(a) != 1 || a[0].CallID != "c2" {
+		t.Fatalf("approvals = %+v", a)
+	}
 	if n := len(botMessages(f, th.Thread)); n != 1 {
 		t.Fatalf("thread has %d bot messages, want the one status message", n)
 	}

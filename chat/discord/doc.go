@@ -66,4 +66,27 @@
 // per message). discordgo waits out 429 responses and retries, so a rate
 // limited edit is delayed, not lost; if one still fails, the core keeps the
 // newer card pending and sends it with the next edit.
+//
+// # Running against the in-project fake
+//
+// internal/fake/discord speaks Discord's REST API and gateway. Point the
+// adapter at it with APIBase; nothing process-global changes, so tests
+// with separate fakes run in parallel:
+//
+//	f := fakediscord.Start(t, fakediscord.Options{}) // or New + Close
+//	a, err := discord.New(discord.Config{
+//		Token:                f.Token(),
+//		ApplicationID:        f.AppID(),
+//		GuildID:              fakediscord.DefaultGuildID,
+//		MessageContentIntent: true,
+//		APIBase:              f.URL(),
+//		Backends:             []string{"local"},
+//		InteractionTokenTTL:  time.Minute, // optional: exercise the handover
+//	}, core, log)
+//	go a.Run(ctx)
+//	<-a.Ready()
+//	um, _ := f.UserMessage(fakediscord.DefaultChannelID, member, "<@"+f.AppID()+"> fix the test")
+//	// the session thread's ID is um.ID; f.Edits() has every PATCH with its time
+//
+// Give the core cfg.Budget() as CoreConfig.Budgets[discord.Platform].
 package discord

@@ -196,3 +196,15 @@ func heartbeating(t testing.TB, f *fake.Server, n int) {
 	t.Helper()
 	wait(t, f, "heartbeat", func() bool { return f.GatewayStats().HeartbeatsAcked >= n })
 }
+
+func (r *recorder) commands() []cmdCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]cmdCall(nil), r.cmds...)
+}
+
+func (r *recorder) actions() []chat.Action {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]chat.Action(nil), r.acts...)
+}

@@ -43,7 +43,7 @@ func TestSlashCommandInSessionThread(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.waitFor(t, "command", func() bool { return len(rec.cmds) == 1 })
-	c := rec.cmds[0]
+	c := rec.commands()[0]
 	if c.Thread != th || c.Cmd.Name != chat.CmdBackend || c.Cmd.Backend != "docker" || c.User.ID != alice.User.ID {
 		t.Fatalf("command = %+v", c)
 	}
@@ -66,7 +66,7 @@ func TestSlashCommandInSessionThread(t *testing.T) {
 	}
 	rec.waitFor(t, "fork and destroy", func() bool { return len(rec.cmds) == 3 })
 	got := map[string]chat.Command{}
-	for _, c := range rec.cmds[1:] {
+	for _, c := range rec.commands()[1:] {
 		got[c.Cmd.Name] = c.Cmd
 	}
 	if f := got[chat.CmdFork]; f.Title != "try b" || f.Backend != "local" {
@@ -114,7 +114,8 @@ func TestCommandAnswersCardsAndPrivacy(t *testing.T) {
 	if in := interaction(t, f, cid); in.ResponseFlags&fake.FlagEphemeral == 0 {
 		t.Fatalf("/stop outside a thread was not ephemeral: %+v", in)
 	}
-	if c := rec.cmds[len(rec.cmds)-1]; c.Thread.Thread != "" || c.Thread.Channel != fake.DefaultChannelID {
+	cmds := rec.commands()
+	if c := cmds[len(cmds)-1]; c.Thread.Thread != "" || c.Thread.Channel != fake.DefaultChannelID {
 		t.Fatalf("location outside a thread = %+v", c.Thread)
 	}
 
@@ -231,7 +232,7 @@ func TestApproveButton(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.waitFor(t, "action", func() bool { return len(rec.acts) == 1 })
-	act := rec.acts[0]
+	act := rec.actions()[0]
 	if act.ID != chat.ActionApprove || act.Value != "2.call_1" || act.User.ID != alice.User.ID || act.Thread != th || act.Reason != "" {
 		t.Fatalf("action = %+v", act)
 	}
@@ -258,7 +259,7 @@ func TestRejectOpensModalWithReason(t *testing.T) {
 
 	rid, _ := f.ClickButton(ref, alice, ids[chat.ActionReject])
 	wait(t, f, "modal", func() bool { return interaction(t, f, rid).ResponseType == fake.CallbackModal })
-	if len(rec.acts) != 0 {
+	if len(rec.actions()) != 0 {
 		t.Fatal("reject decided before the modal was submitted")
 	}
 	sid, err := f.SubmitModal(rid, alice, map[string]string{"reason": "not on main"})
@@ -266,7 +267,7 @@ func TestRejectOpensModalWithReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.waitFor(t, "reject action", func() bool { return len(rec.acts) == 1 })
-	act := rec.acts[0]
+	act := rec.actions()[0]
 	if act.ID != chat.ActionReject || act.Value != "2.call_1" || act.Reason != "not on main" || act.Thread != th {
 		t.Fatalf("action = %+v", act)
 	}
@@ -296,7 +297,7 @@ func TestUnauthorizedClickIsRefusedAtOnce(t *testing.T) {
 	// alice (sentinel) gets through; bob's clicks never reached the core.
 	_, _ = f.ClickButton(ref, alice, ids[chat.ActionApprove])
 	rec.waitFor(t, "alice's action", func() bool { return len(rec.acts) == 1 })
-	if rec.acts[0].User.ID != alice.User.ID {
-		t.Fatalf("action by %s", rec.acts[0].User.ID)
+	if a := rec.actions()[0]; a.User.ID != alice.User.ID {
+		t.Fatalf("action by %s", a.User.ID)
 	}
 }

@@ -30,7 +30,11 @@ type chanInfo struct {
 }
 
 func (c chanInfo) thread() bool {
-	return c.Type == discordgo.ChannelTypeGuildPublicThread || c.Type == discordgo.ChannelTypeGuildPrivateThread
+	switch c.Type {
+	case discordgo.ChannelTypeGuildPublicThread, discordgo.ChannelTypeGuildPrivateThread, discordgo.ChannelTypeGuildNewsThread:
+		return true
+	}
+	return false
 }
 
 func infoOf(ch *discordgo.Channel) chanInfo {
@@ -133,7 +137,8 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordgo.Message) {
 		th = location(m.GuildID, ci)
 		// In the bot's own threads every readable message is for the bot;
 		// without MESSAGE_CONTENT only mentions carry text.
-		addressed = mentioned || (ci.thread() && ci.Owner == bot && strings.TrimSpace(m.Content) != "")
+		readable := strings.TrimSpace(m.Content) != "" || len(m.Attachments) > 0
+		addressed = mentioned || (ci.thread() && ci.Owner == bot && readable)
 	}
 	if !addressed {
 		return

@@ -91,6 +91,13 @@ func (f *fakeSessions) set(id string, change func(ts *workflows.TurnState)) {
 	f.bump()
 }
 
+// decided returns the approvals the sessions accepted.
+func (f *fakeSessions) decided() []workflows.ApproveRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]workflows.ApproveRequest(nil), f.approvals...)
+}
+
 func (f *fakeSessions) get(id string) workflows.TurnState {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -99,7 +99,7 @@ func New(cfg Config, log *slog.Logger) (*Adapter, error) {
 		cfg:     cfg,
 		log:     log.With("platform", Platform),
 		api:     slackgo.New(cfg.BotToken, opts...),
-		budget:  newUpdateBudget(cfg.UpdateBudgetPerMinute),
+		budget:  newUpdateBudget(cfg.UpdateBudgetPerMinute, budgetWindow),
 		pacer:   newEditPacer(cfg.EditInterval),
 		limits:  DefaultLimits,
 		threads: newThreadCache(),

@@ -20,6 +20,7 @@ const budgetWindow = 61 * time.Second
 // off (a 429's Retry-After). It is safe for concurrent use.
 type updateBudget struct {
 	perMinute int
+	window    time.Duration
 	smooth    *rate.Limiter
 	now       func() time.Time
 
@@ -28,11 +29,12 @@ type updateBudget struct {
 	paused time.Time   // no calls before this
 }
 
-func newUpdateBudget(perMinute int) *updateBudget {
+func newUpdateBudget(perMinute int, window time.Duration) *updateBudget {
 	burst := max(1, perMinute/10)
 	return &updateBudget{
 		perMinute: perMinute,
-		smooth:    rate.NewLimiter(rate.Limit(float64(perMinute)/budgetWindow.Seconds()), burst),
+		window:    window,
+		smooth:    rate.NewLimiter(rate.Limit(float64(perMinute)/window.Seconds()), burst),
 		now:       time.Now,
 	}
 }
@@ -41,7 +43,7 @@ func newUpdateBudget(perMinute int) *updateBudget {
 func (b *updateBudget) delayLocked(now time.Time) time.Duration {
 	d := b.paused.Sub(now)
 	if len(b.starts) >= b.perMinute {
-		if w := b.starts[len(b.starts)-b.perMinute].Add(budgetWindow).Sub(now); w > d {
+		if w := b.starts[len(b.starts)-b.perMinute].Add(b.window).Sub(now); w > d {
 			d = w
 		}
 	}

@@ -139,8 +139,11 @@ func TestEditRetriesAfter429(t *testing.T) {
 
 func TestEditsStayWithinBudget(t *testing.T) {
 	ctx := testCtx(t)
+	// The per-minute window itself is covered by TestUpdateBudgetWindow;
+	// here a large budget keeps the test short while the per-message
+	// interval is checked by the fake on every edit.
 	env, th := posterEnv(t, slacktest.Options{
-		Fake:   fakeslack.Options{MinUpdateInterval: 100 * time.Millisecond, UpdatesPerMinute: 50},
+		Fake:   fakeslack.Options{MinUpdateInterval: 100 * time.Millisecond, UpdatesPerMinute: 600},
 		Config: func(c *slack.Config) { c.EditInterval = 100 * time.Millisecond },
 	})
 	var refs []string
@@ -189,7 +192,7 @@ func TestMentionAndThreadLinkRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ := env.Fake.Snapshot().Message("C0001", ref)
-	raw := m.RawBlocks
+	raw := strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&").Replace(m.RawBlocks)
 	if !strings.Contains(raw, "Approved by <@U0042>") || !strings.Contains(raw, "<https://fake.slack.com/archives/C0001/p"+strings.ReplaceAll(th.Thread, ".", "")+"|thread>") ||
 		!strings.Contains(raw, "&lt;@U0043&gt; &lt;!channel&gt;") {
 		t.Fatalf("blocks = %s", raw)

@@ -26,6 +26,8 @@ type threadCache struct {
 	max   int
 	order *list.List               // front: most recently used
 	items map[string]*list.Element // key → element holding cacheEntry
+	// lookups are in flight, by key; closed when done.
+	lookups map[string]chan struct{}
 }
 
 type cacheEntry struct {
@@ -35,11 +37,35 @@ type cacheEntry struct {
 }
 
 func newThreadCache() *threadCache {
-	return &threadCache{max: 50000, order: list.New(), items: map[string]*list.Element{}}
+	return &threadCache{max: 50000, order: list.New(), items: map[string]*list.Element{}, lookups: map[string]chan struct{}{}}
 }
 
 func threadKey(th chat.Thread) string {
 	return th.Workspace + "/" + th.Channel + "/" + th.Thread
+}
+
+// claim makes the caller the one to look th up (mine), or returns a channel
+// closed when the current lookup ends.
+func (c *threadCache) claim(th chat.Thread) (wait <-chan struct{}, mine bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := threadKey(th)
+	if ch, ok := c.lookups[key]; ok {
+		return ch, false
+	}
+	c.lookups[key] = make(chan struct{})
+	return nil, true
+}
+
+// unclaim ends the caller's lookup of th.
+func (c *threadCache) unclaim(th chat.Thread) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := threadKey(th)
+	if ch, ok := c.lookups[key]; ok {
+		close(ch)
+		delete(c.lookups, key)
+	}
 }
 
 // get returns the cached answer for th, if any and still valid.
@@ -91,9 +117,22 @@ func (c *threadCache) set(th chat.Thread, session bool) {
 // Answers are cached (see threadCache), so a busy thread costs one lookup.
 // A failed lookup counts as "not a session" and is not cached.
 func (a *Adapter) isSession(ctx context.Context, th chat.Thread) bool {
-	if s, ok := a.threads.get(th); ok {
-		return s
+	for {
+		if s, ok := a.threads.get(th); ok {
+			return s
+		}
+		// Concurrent replies in one unknown thread share one lookup.
+		wait, mine := a.threads.claim(th)
+		if mine {
+			break
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return false
+		}
 	}
+	defer a.threads.unclaim(th)
 	var session bool
 	var err error
 	if f, ok := a.core.(SessionFinder); ok {

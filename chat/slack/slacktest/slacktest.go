@@ -108,6 +108,15 @@ func (e *Env) Run(core slack.Core) {
 	case <-time.After(30 * time.Second):
 		e.t.Fatal("slacktest: adapter not ready after 30s")
 	}
+	if e.Config.Mode != slack.ModeHTTP {
+		// The client may report "connected" before the fake has finished
+		// its side (hello); wait until both agree.
+		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := e.Fake.WaitFor(wctx, func(s fakeslack.Snapshot) bool { return s.Open > 0 }); err != nil {
+			e.t.Fatalf("slacktest: %v", err)
+		}
+	}
 }
 
 // Stop stops the running adapter and waits for it (idempotent).

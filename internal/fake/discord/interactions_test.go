@@ -206,3 +206,30 @@ func TestButtonModalAndUpdates(t *testing.T) {
 		t.Fatalf("last edit = %+v", last)
 	}
 }
+
+func TestTokenLifetimeOption(t *testing.T) {
+	t.Parallel()
+	// A lifetime of 1ns has passed by the time any webhook call arrives,
+	// while the ack deadline (default 3 s) still holds.
+	f := fake.Start(t, fake.Options{TokenLifetime: time.Nanosecond})
+	s := session(t, f, allIntents)
+	got := interactions(s)
+	open(t, s)
+	registerStop(t, s)
+	if _, err := f.SlashCommand(fake.DefaultChannelID, alice, "fork"); err != nil {
+		t.Fatal(err)
+	}
+	ic := recv(t, got, "interaction")
+	if err := s.InteractionRespond(ic.Interaction, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredChannelMessageWithSource}); err != nil {
+		t.Fatal(err)
+	}
+	text := "late"
+	_, err := s.InteractionResponseEdit(ic.Interaction, &discordgo.WebhookEdit{Content: &text})
+	if st, code := restCode(t, err); st != http.StatusUnauthorized || code != fake.CodeInvalidToken {
+		t.Fatalf("edit after the lifetime: %d/%d", st, code)
+	}
+	gb, err := s.GatewayBot()
+	if err != nil || gb.Shards != 1 || !strings.HasPrefix(gb.URL, "ws://127.0.0.1:") {
+		t.Fatalf("gateway/bot = %+v, %v", gb, err)
+	}
+}

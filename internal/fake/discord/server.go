@@ -330,3 +330,22 @@ func (s *Server) Changed() <-chan struct{} {
 	defer s.mu.Unlock()
 	return s.changed
 }
+
+// WaitEdit returns the first edit received at or after since for which
+// match returns true, waiting for it until ctx ends. Benchmarks use it to
+// measure progress latency: note the time a change happened (a tool call
+// completed), then WaitEdit for the edit that shows it; Edit.At is when
+// the fake received the PATCH.
+func (s *Server) WaitEdit(ctx context.Context, since time.Time, match func(Edit) bool) (Edit, error) {
+	var found Edit
+	err := s.Wait(ctx, "a matching edit", func() bool {
+		for _, e := range s.Edits() {
+			if !e.At.Before(since) && match(e) {
+				found = e
+				return true
+			}
+		}
+		return false
+	})
+	return found, err
+}

@@ -1,0 +1,102 @@
+package slack
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestUpdateBudgetWindow checks the sliding window on a short window: no
+// perMinute+1 calls ever start within one window, and a 429 pause holds
+// every caller. Only lower bounds on time are asserted (they hold by
+// construction, however slow the machine).
+func TestUpdateBudgetWindow(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const per, window = 3, 300 * time.Millisecond
+	b := newUpdateBudget(per, window)
+	var starts []time.Time
+	for range 7 {
+		if err := b.acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		starts = append(starts, time.Now())
+	}
+	for i := per; i < len(starts); i++ {
+		if gap := starts[i].Sub(starts[i-per]); gap < window {
+			t.Fatalf("calls %d and %d started %v apart; the window is %v for %d calls", i-per, i, gap, window, per)
+		}
+	}
+
+	// Wait reports readiness without spending a call.
+	b4 := newUpdateBudget(2, 200*time.Millisecond)
+	first := time.Now() // before the window's first call
+	for range 2 {
+		if err := b4.acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b4.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b4.mu.Lock()
+	spent, delay := len(b4.starts), b4.delayLocked(b4.now())
+	b4.mu.Unlock()
+	if spent != 2 || delay > 0 {
+		t.Fatalf("after Wait: %d calls counted (want 2), %v until the next may start (want none)", spent, delay)
+	}
+	if waited := time.Since(first); waited < 200*time.Millisecond {
+		t.Fatalf("Wait returned after %v although the window was full", waited)
+	}
+
+	// A 429 pauses everyone for its Retry-After.
+	b2 := newUpdateBudget(100, time.Minute)
+	b2.pause(200 * time.Millisecond)
+	start := time.Now()
+	if err := b2.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("a paused budget let a call through after %v", d)
+	}
+
+	// A cancelled caller gives up.
+	b3 := newUpdateBudget(1, time.Hour)
+	if err := b3.acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cctx, ccancel := context.WithCancel(ctx)
+	ccancel()
+	if err := b3.acquire(cctx); err == nil {
+		t.Fatal("acquire on an exhausted budget with a cancelled context succeeded")
+	}
+}
+
+func TestEditPacer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := newEditPacer(100 * time.Millisecond)
+	end, err := p.begin(ctx, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another message is not held up by m1.
+	end2, err := p.begin(ctx, "m2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end2()
+	end()
+	ended := time.Now()
+	end, err = p.begin(ctx, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gap := time.Since(ended); gap < 100*time.Millisecond {
+		t.Fatalf("second edit of m1 began %v after the first ended", gap)
+	}
+	end()
+}

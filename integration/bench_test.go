@@ -1,0 +1,230 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandbot/sandbot/config"
+	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
+	"github.com/sandbot/sandbot/workflows"
+)
+
+// toolLoop answers with one `true` shell call per model request until the
+// current turn has n tool results, then with a final answer: a turn of n
+// tool calls whose model answers instantly.
+func toolLoop(n int) fakeopenai.Responder {
+	return func(req fakeopenai.RecordedRequest) fakeopenai.Step {
+		results := 0
+		for i := len(req.Body.Messages) - 1; i >= 0; i-- {
+			m := req.Body.Messages[i]
+			if m.Role == "user" {
+				break
+			}
+			if m.Role == "tool" {
+				results++
+			}
+		}
+		if results >= n {
+			return fakeopenai.FinalStep("done")
+		}
+		return fakeopenai.ToolCallStep(fmt.Sprintf("call_%d_%d", req.Seq, results), "shell", shell("true"))
+	}
+}
+
+// noopActivity is the floor's activity: it does nothing.
+func noopActivity(context.Context) error { return nil }
+
+// floorWorkflow runs n no-op activities in sequence and returns how long
+// that took in workflow time, measured the same way as a session turn.
+func floorWorkflow(ctx workflow.Context, n int) (time.Duration, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	start := workflow.Now(ctx)
+	for i := 0; i < n; i++ {
+		if err := workflow.ExecuteActivity(ctx, noopActivity).Get(ctx, nil); err != nil {
+			return 0, err
+		}
+	}
+	return workflow.Now(ctx).Sub(start), nil
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// BenchmarkTurnOverhead compares a session turn of 10 tool calls (instant
+// model, command `true`) with a bare workflow running as many no-op
+// activities as the turn ran, on the same server in the same run. It runs
+// a fixed 25 turns per b.N; use -benchtime=1x.
+//
+//	go test ./integration -run '^$' -bench TurnOverhead -benchtime=1x
+func BenchmarkTurnOverhead(b *testing.B) {
+	const calls, turns = 10, 25
+	s := newStack(b, func(c *config.Config) { c.Session.ApprovalMode = "never" })
+	s.model.SetResponder(toolLoop(calls))
+	floorQueue := s.cfg.Temporal.TaskQueue + "-floor"
+	fw := worker.New(s.c, floorQueue, worker.Options{})
+	fw.RegisterWorkflow(floorWorkflow)
+	fw.RegisterActivity(noopActivity)
+	if err := fw.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer fw.Stop()
+
+	th := s.thread("bench")
+	// Warm up: the first turn creates the sandbox.
+	s.say(th, "warm", "warm up")
+	s.waitState(th, "warm-up turn", func(ts workflows.TurnState) bool { return ts.Turn == 1 && done(ts) })
+	before := activityCount(b, s, th)
+
+	for n := 0; n < b.N; n++ {
+		var turnDur, floorDur []time.Duration
+		activities := 0
+		for i := 0; i < turns; i++ {
+			turn := s.state(th).Turn + 1
+			s.say(th, fmt.Sprintf("ev-%d-%d", n, i), "go")
+			ts := s.waitState(th, "bench turn", func(ts workflows.TurnState) bool { return ts.Turn == turn && done(ts) })
+			if len(ts.ToolCalls) != calls {
+				b.Fatalf("turn ran %d tool calls, want %d", len(ts.ToolCalls), calls)
+			}
+			turnDur = append(turnDur, ts.EndedAt.Sub(ts.StartedAt))
+			after := activityCount(b, s, th)
+			activities = after - before
+			if activities <= 0 {
+				// The session continued as new; count from the new run.
+				activities = after
+			}
+			before = after
+
+			run, err := s.c.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: floorQueue}, floorWorkflow, activities)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var d time.Duration
+			if err := run.Get(s.ctx, &d); err != nil {
+				b.Fatal(err)
+			}
+			floorDur = append(floorDur, d)
+		}
+		ratios := make([]time.Duration, turns)
+		for i := range turnDur {
+			// Ratio scaled by 1000 to reuse the duration median.
+			ratios[i] = time.Duration(float64(turnDur[i]) / float64(floorDur[i]) * 1000)
+		}
+		mt, mf, mr := median(turnDur), median(floorDur), float64(median(ratios))/1000
+		b.ReportMetric(float64(mt.Microseconds())/1000, "ms/turn")
+		b.ReportMetric(float64(mf.Microseconds())/1000, "ms/floor")
+		b.ReportMetric(mr, "median-ratio")
+		b.ReportMetric(float64(activities), "activities/turn")
+		b.Logf("%d turns of %d tool calls: median turn %s, median floor (%d no-op activities) %s, median ratio %.2f",
+			turns, calls, mt, activities, mf, mr)
+	}
+}
+
+// activityCount counts activities scheduled so far by the session (all
+// runs: the benchmark never reaches continue-as-new).
+func activityCount(tb testing.TB, s *stack, th interface{ ID() string }) int {
+	tb.Helper()
+	iter := s.c.GetWorkflowHistory(s.ctx, th.ID(), "", false, 0)
+	n := 0
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if ev.GetActivityTaskScheduledEventAttributes() != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// BenchmarkIdleSessionsMemory starts a worker process, creates 1,000
+// sessions that each finish one turn and go idle, and reports the worker's
+// resident memory. Use -benchtime=1x.
+//
+//	go test ./integration -run '^$' -bench IdleSessionsMemory -benchtime=1x
+func BenchmarkIdleSessionsMemory(b *testing.B) {
+	const sessions = 1000
+	bin := buildWorkerTB(b)
+	s := newStack(b, func(c *config.Config) { c.Session.ApprovalMode = "never" })
+	s.worker.Stop()
+	s.model.SetResponder(func(fakeopenai.RecordedRequest) fakeopenai.Step { return fakeopenai.FinalStep("ok") })
+	proc := exec.Command(bin)
+	proc.Env = append(os.Environ(),
+		"SANDBOT_TEMPORAL_ADDRESS="+srv.HostPort(),
+		"SANDBOT_TEMPORAL_NAMESPACE="+srv.Namespace(),
+		"SANDBOT_TEMPORAL_TASK_QUEUE="+s.cfg.Temporal.TaskQueue,
+		"SANDBOT_MODEL_BASE_URL="+s.cfg.Model.BaseURL,
+		"SANDBOT_MODEL_NAME="+s.cfg.Model.Name,
+		"SANDBOT_SANDBOX_LOCAL_ROOT="+s.cfg.Sandbox.LocalRoot,
+		"SANDBOT_SANDBOX_SNAPSHOT_URL="+s.cfg.Sandbox.SnapshotURL,
+		"SANDBOT_LOG_LEVEL=error",
+	)
+	if err := proc.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = proc.Process.Kill(); _ = proc.Wait() }()
+	base := rssKB(b, proc.Process.Pid)
+
+	for n := 0; n < b.N; n++ {
+		sem := make(chan struct{}, 32)
+		errs := make(chan error, sessions)
+		for i := 0; i < sessions; i++ {
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem }()
+				th := s.thread(fmt.Sprintf("idle-%d-%d", n, i))
+				errs <- s.core.HandleMessage(s.ctx, s.poster, chatMessage(th, fmt.Sprintf("e-%d-%d", n, i), "hello"))
+			}()
+		}
+		for i := 0; i < sessions; i++ {
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+		}
+		// Wait until every session has finished its turn.
+		for i := 0; i < sessions; i++ {
+			th := s.thread(fmt.Sprintf("idle-%d-%d", n, i))
+			s.waitState(th, "idle", done)
+		}
+		rss := rssKB(b, proc.Process.Pid)
+		b.ReportMetric(float64(rss)/1024, "MB-rss")
+		b.ReportMetric(float64(base)/1024, "MB-rss-at-start")
+		b.Logf("worker RSS with %d idle sessions: %.1f MB (at start %.1f MB)", sessions, float64(rss)/1024, float64(base)/1024)
+	}
+}
+
+func rssKB(tb testing.TB, pid int) int {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return kb
+		}
+	}
+	tb.Fatal("no VmRSS")
+	return 0
+}

@@ -1,0 +1,108 @@
+// Package devcmd is cmd/dev: all of sandbot in one process for a laptop.
+// It lives outside package main so the integration tests can drive the
+// very same code path.
+package devcmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/sandbot/sandbot/config"
+	"github.com/sandbot/sandbot/internal/app"
+	"github.com/sandbot/sandbot/internal/devserver"
+	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
+	"github.com/sandbot/sandbot/internal/logging"
+	"github.com/sandbot/sandbot/workflows"
+)
+
+// Run runs the embedded Temporal server, the worker and the bot with the
+// terminal front end on stdin/stdout until the terminal session ends or
+// ctx is cancelled. args are the command-line flags.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	demo := fs.Bool("demo", false, "use a built-in scripted model instead of a real endpoint: it runs `run: CMD` lines as shell commands and echoes everything else")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	if *demo {
+		fake := fakeopenai.New()
+		defer fake.Close()
+		cfg.Model.BaseURL, cfg.Model.Name, cfg.Model.APIKey = fake.URL(), "demo", ""
+	}
+	if err := cfg.Validate(config.RoleDev); err != nil {
+		return fmt.Errorf("invalid configuration:\n%w\n(or run with -demo to try sandbot without a model endpoint)", err)
+	}
+	// The dev log goes to a file: the terminal belongs to the console.
+	if err := os.MkdirAll(cfg.Dev.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	logPath := filepath.Join(cfg.Dev.DataDir, "sandbot-dev.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("log file: %w", err)
+	}
+	defer logFile.Close()
+	log := logging.New(logFile, cfg.LogLevel)
+
+	dbPath := filepath.Join(cfg.Dev.DataDir, "temporal.db")
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	srv, err := devserver.Start(startCtx, devserver.Options{
+		DBPath: dbPath, Port: cfg.Dev.TemporalPort, UIPort: cfg.Dev.UIPort,
+		Namespace: cfg.Temporal.Namespace, SearchAttributes: workflows.SearchAttributeTypes(), Logger: log,
+	})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("embedded Temporal server: %w (is port %d in use? set SANDBOT_DEV_TEMPORAL_PORT)", err, cfg.Dev.TemporalPort)
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			log.Warn("stop server", "error", err)
+		}
+	}()
+	cfg.Temporal.Address = srv.HostPort()
+	if u := srv.UIURL(); u != "" {
+		cfg.Temporal.WebURL = u
+	}
+	fmt.Fprintf(stdout, "sandbot dev\n  temporal: %s (namespace %s), state in %s\n", srv.HostPort(), srv.Namespace(), dbPath)
+	if u := srv.UIURL(); u != "" {
+		fmt.Fprintf(stdout, "  temporal ui: %s\n", u)
+	}
+	fmt.Fprintf(stdout, "  model: %s at %s\n  workspaces: %s\n  snapshots: %s\n  log: %s\n",
+		cfg.Model.Name, cfg.Model.BaseURL, cfg.Sandbox.LocalRoot, cfg.Sandbox.SnapshotURL, logPath)
+
+	c, err := srv.NewClient(ctx, client.Options{Logger: logging.Temporal(log.With("component", "temporal"))})
+	if err != nil {
+		return fmt.Errorf("temporal client: %w", err)
+	}
+	defer c.Close()
+	w, err := app.StartWorker(ctx, c, cfg, app.WorkerOptions{}, log)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	fmt.Fprint(stdout, "  "+w.Describe())
+
+	bot, err := app.NewBot(ctx, c, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer bot.Close()
+	err = bot.RunDev(ctx, stdin, stdout)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
