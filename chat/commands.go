@@ -293,6 +293,9 @@ func (c *Core) HandleCommand(ctx context.Context, p Poster, th Thread, u User, c
 			}
 			return Reply{Text: text + ".", Ephemeral: true}, nil
 		}
+		if msg := c.checkServed(ctx, cmd.Backend); msg != "" {
+			return Reply{Text: msg, Ephemeral: true}, nil
+		}
 		cctx, cancel := long()
 		defer cancel()
 		r, err := c.s.SetBackend(cctx, id, workflows.SetBackendRequest{Backend: cmd.Backend, User: u})
@@ -325,4 +328,26 @@ func (c *Core) HandleCommand(ctx context.Context, p Poster, th Thread, u User, c
 		return Reply{Text: fmt.Sprintf("Session destroyed after %d %s; its sandbox and snapshots are gone. A new message here starts a fresh session.", r.Turns, plural(r.Turns, "turn", "turns"))}, nil
 	}
 	return Reply{Text: fmt.Sprintf("There is no command /%s.\n\n%s", cmd.Name, helpText(c.cfg.Backends)), Ephemeral: true}, nil
+}
+
+// checkServed returns a user-facing refusal when backend is not served by
+// any running worker, or "" when it is (or nobody can tell).
+func (c *Core) checkServed(ctx context.Context, backend string) string {
+	if backend == "" || c.cfg.ServedBackends == nil {
+		return ""
+	}
+	served, err := c.cfg.ServedBackends(ctx)
+	if err != nil {
+		c.log.Warn("cannot list served backends", "error", err)
+		return ""
+	}
+	for _, b := range served {
+		if b == backend {
+			return ""
+		}
+	}
+	if len(served) == 0 {
+		return fmt.Sprintf("Backend **%s** is not available: no worker is serving any backend right now.", backend)
+	}
+	return fmt.Sprintf("Backend **%s** is not available: no running worker serves it. Available: %s.", backend, strings.Join(served, ", "))
 }

@@ -48,6 +48,10 @@ type CoreConfig struct {
 	// Backends are the backend names shown by /help and /backend (display
 	// only: the workflow validates switches).
 	Backends []string
+	// ServedBackends, if set, reports which backends running workers serve
+	// right now; /backend and /fork refuse any other with a list of those
+	// that are.
+	ServedBackends func(ctx context.Context) ([]string, error)
 	// Clock is the time source of watchers (default: the real clock).
 	Clock Clock
 }

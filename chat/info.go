@@ -104,6 +104,9 @@ func (c *Core) fork(ctx context.Context, p Poster, th Thread, u User, cmd Comman
 	if !ok {
 		return Reply{Text: "Forking is not supported on this platform.", Ephemeral: true}, nil
 	}
+	if msg := c.checkServed(ctx, cmd.Backend); msg != "" {
+		return Reply{Text: msg, Ephemeral: true}, nil
+	}
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 	info, err := c.s.Info(cctx, id)
 	cancel()

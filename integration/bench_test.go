@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -98,7 +99,7 @@ func BenchmarkTurnOverhead(b *testing.B) {
 		for i := 0; i < turns; i++ {
 			turn := s.state(th).Turn + 1
 			s.say(th, fmt.Sprintf("ev-%d-%d", n, i), "go")
-			ts := s.waitState(th, "bench turn", func(ts workflows.TurnState) bool { return ts.Turn == turn && done(ts) })
+			ts := s.waitStateEvery(th, 500*time.Millisecond, "bench turn", func(ts workflows.TurnState) bool { return ts.Turn == turn && done(ts) })
 			if len(ts.ToolCalls) != calls {
 				b.Fatalf("turn ran %d tool calls, want %d", len(ts.ToolCalls), calls)
 			}
@@ -147,7 +148,7 @@ func activityCount(tb testing.TB, s *stack, th interface{ ID() string }) int {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if ev.GetActivityTaskScheduledEventAttributes() != nil {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED {
 			n++
 		}
 	}

@@ -183,6 +183,13 @@ func (s *stack) state(th chat.Thread) workflows.TurnState {
 // waitState polls the turn state until cond holds.
 func (s *stack) waitState(th chat.Thread, what string, cond func(workflows.TurnState) bool) workflows.TurnState {
 	s.t.Helper()
+	return s.waitStateEvery(th, 50*time.Millisecond, what, cond)
+}
+
+// waitStateEvery is waitState with a chosen poll interval (benchmarks poll
+// gently so the measurement does not load the server).
+func (s *stack) waitStateEvery(th chat.Thread, every time.Duration, what string, cond func(workflows.TurnState) bool) workflows.TurnState {
+	s.t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	var last workflows.TurnState
 	for time.Now().Before(deadline) {
@@ -192,7 +199,7 @@ func (s *stack) waitState(th chat.Thread, what string, cond func(workflows.TurnS
 				return last
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(every)
 	}
 	s.t.Fatalf("timed out waiting for %s; last state: %s", what, dump(last))
 	return last

@@ -119,20 +119,30 @@ func (s *session) info(ctx workflow.Context) Info {
 		Snapshot:     s.st.Snapshot,
 		Decisions:    append([]DecisionRecord(nil), s.st.Decisions...),
 		Runs:         s.st.Runs,
+		Suspended:    s.st.Suspended,
 	}
 }
 
 func (s *session) run(ctx workflow.Context) (SessionResult, error) {
 	for {
 		s.index(ctx)
-		err := workflow.Await(ctx, func() bool {
+		cond := func() bool {
 			return s.destroyRequested ||
 				(!s.st.Paused && len(s.st.Queue) > 0) ||
 				(s.pauseRequested && !s.st.Paused) ||
 				s.st.PendingBackend != "" ||
 				s.shouldContinueAsNew(ctx)
-		})
-		if err != nil {
+		}
+		if s.st.Settings.IdleSuspend > 0 && s.st.Handle != nil && !s.st.Suspended {
+			ok, err := workflow.AwaitWithTimeout(ctx, s.st.Settings.IdleSuspend, cond)
+			if err != nil {
+				return SessionResult{Turns: s.st.Turn}, err
+			}
+			if !ok {
+				s.suspend(ctx)
+				continue
+			}
+		} else if err := workflow.Await(ctx, cond); err != nil {
 			return SessionResult{Turns: s.st.Turn}, err
 		}
 		switch {
@@ -175,6 +185,24 @@ func (s *session) continueAsNew(ctx workflow.Context) (SessionResult, error) {
 	return SessionResult{}, workflow.NewContinueAsNewError(ctx, Session, SessionInput{
 		Location: st.Location, Owner: st.Owner, Backend: st.Backend, Settings: st.Settings, State: &st,
 	})
+}
+
+// suspend saves and stops an idle sandbox; the next command resumes it
+// (or restores it from the snapshot if it was lost meanwhile).
+func (s *session) suspend(ctx workflow.Context) {
+	if err := s.snapshot(ctx, false); err != nil {
+		s.log.Warn("snapshot before suspend failed; keeping the sandbox running", "error", err)
+		s.st.Suspended = true // do not retry every idle period; the next turn re-checks
+		return
+	}
+	var res sandbox.SuspendResult
+	err := workflow.ExecuteActivity(housekeepingOptions(ctx, s.st.Handle.TaskQueue), sandboxActs.Suspend,
+		sandbox.SuspendRequest{Handle: *s.st.Handle}).Get(ctx, &res)
+	if err != nil {
+		s.log.Warn("suspend failed", "error", err)
+	}
+	s.st.Suspended = true
+	s.touch()
 }
 
 // applyBackend switches the backend at a turn boundary: the current

@@ -362,6 +362,9 @@ func (s *session) ensureSandbox(ctx workflow.Context) (sandbox.Handle, error) {
 	}
 	h := res.Handle
 	s.st.Handle = &h
+	if s.st.Suspended && !res.Created && res.Notice == "" {
+		res.Notice = "Resumed this session's sandbox; it had been suspended while idle."
+	}
 	s.st.Suspended = false
 	if res.Notice != "" {
 		s.notice("%s", res.Notice)

@@ -144,4 +144,6 @@ type Info struct {
 	Snapshot     string           `json:"snapshot,omitempty"`
 	Decisions    []DecisionRecord `json:"decisions,omitempty"`
 	Runs         int              `json:"runs"`
+	// Suspended is true while the idle sandbox is suspended.
+	Suspended bool `json:"suspended,omitempty"`
 }

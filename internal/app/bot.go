@@ -11,21 +11,25 @@ import (
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/console"
+	"github.com/sandbot/sandbot/chat/discord"
 	"github.com/sandbot/sandbot/config"
 )
 
 // Bot is the chat front end: one chat.Core shared by every enabled
 // platform adapter.
 type Bot struct {
-	Core *chat.Core
-	cfg  *config.Config
-	log  *slog.Logger
-	c    client.Client
+	Core    *chat.Core
+	cfg     *config.Config
+	log     *slog.Logger
+	c       client.Client
+	discord *discord.Config
+	slack   *slackSetup
 }
 
-// NewBot builds the chat core over Temporal. It checks whether the namespace
-// has sandbot's search attributes, so sessions are indexed for /sessions
-// and restart scans when it does.
+// NewBot builds the chat core over Temporal, with the budgets and access
+// rules of every enabled platform. It checks whether the namespace has
+// sandbot's search attributes, so sessions are indexed for /sessions and
+// restart scans when it does.
 func NewBot(ctx context.Context, c client.Client, cfg *config.Config, log *slog.Logger) (*Bot, error) {
 	missing, err := MissingSearchAttributes(ctx, c, cfg.Temporal.Namespace)
 	if err != nil {
@@ -34,18 +38,42 @@ func NewBot(ctx context.Context, c client.Client, cfg *config.Config, log *slog.
 		log.Warn("search attributes missing; /sessions lists less and restarts scan more until a worker registers them", "missing", missing)
 	}
 	indexed := err == nil && len(missing) == 0
+	b := &Bot{cfg: cfg, log: log, c: c}
+	budgets := map[string]chat.Budget{console.Platform: console.Budget}
+	auth := map[string]func(chat.User, chat.Thread) error{}
+	if cfg.DiscordEnabled() {
+		dc := discordConfig(cfg, c)
+		if err := dc.Validate(); err != nil {
+			return nil, err
+		}
+		b.discord = &dc
+		budgets[discord.Platform] = dc.Budget()
+		auth[discord.Platform] = dc.Authorize
+	}
+	if err := b.slackSetup(budgets, auth); err != nil {
+		return nil, err
+	}
 	settings := cfg.SessionSettings()
 	settings.Indexed = indexed
 	settings.Backends = cfg.Sandbox.Backends
 	sessions := chat.NewTemporalSessions(c, chat.TemporalOptions{TaskQueue: cfg.Temporal.TaskQueue, Indexed: indexed})
-	core := chat.NewCore(chat.CoreConfig{
+	b.Core = chat.NewCore(chat.CoreConfig{
 		Start:          chat.StartDefaults{Settings: settings, Backend: cfg.Sandbox.Default},
 		TemporalUIBase: cfg.Temporal.WebURL,
 		Namespace:      cfg.Temporal.Namespace,
 		Backends:       cfg.Sandbox.Backends,
-		Budgets:        map[string]chat.Budget{console.Platform: console.Budget},
+		Budgets:        budgets,
+		ServedBackends: func(ctx context.Context) ([]string, error) {
+			return ServedBackends(ctx, c, cfg.Temporal.TaskQueue, config.KnownBackends)
+		},
+		Authorize: func(_ context.Context, u chat.User, th chat.Thread) error {
+			if f := auth[th.Platform]; f != nil {
+				return f(u, th)
+			}
+			return nil
+		},
 	}, sessions, log)
-	return &Bot{Core: core, cfg: cfg, log: log, c: c}, nil
+	return b, nil
 }
 
 // Close stops the bot's watchers; turns keep running in their workflows.

@@ -1,0 +1,42 @@
+package sandbox
+
+import "context"
+
+// SuspendRequest asks for an idle sandbox to be suspended.
+type SuspendRequest struct {
+	Handle Handle `json:"handle"`
+}
+
+// SuspendResult says what happened.
+type SuspendResult struct {
+	// Suspended is false when the backend has nothing to suspend (a local
+	// directory costs nothing while idle) or the sandbox is already gone.
+	Suspended bool `json:"suspended"`
+}
+
+// Suspend stops an idle sandbox without losing its workspace, when the
+// backend supports it (Suspender). The next Exec resumes it. Run it on the
+// handle's TaskQueue after the workspace was snapshotted, so even a
+// sandbox that is later lost can be restored.
+func (a *Activities) Suspend(ctx context.Context, req SuspendRequest) (SuspendResult, error) {
+	b, err := a.backend(req.Handle.Backend)
+	if err != nil {
+		return SuspendResult{}, err
+	}
+	s, ok := b.(Suspender)
+	if !ok {
+		return SuspendResult{}, nil
+	}
+	alive, err := b.Alive(ctx, req.Handle)
+	if err != nil {
+		return SuspendResult{}, classify("suspend", err)
+	}
+	if !alive {
+		return SuspendResult{}, nil
+	}
+	if err := s.Suspend(ctx, req.Handle); err != nil {
+		return SuspendResult{}, classify("suspend", err)
+	}
+	a.log().Info("suspended idle sandbox", "session_id", req.Handle.SessionID, "sandbox", req.Handle.ID)
+	return SuspendResult{Suspended: true}, nil
+}
