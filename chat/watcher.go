@@ -221,7 +221,13 @@ func (w *watcher) follow(ctx context.Context, want int) (last int, ok bool) {
 				v = &view{turn: ts.Turn, ref: ts.StatusRef, version: -1}
 				interval = cfg.PollMin
 			}
+			before := v.version
 			w.update(ctx, v, ts)
+			if v.version != before {
+				// Something is happening: stay quick so the next change
+				// shows soon; quiet polls back off again.
+				interval = cfg.PollMin
+			}
 			if finished(ts) {
 				w.finish(ctx, v, ts)
 				return ts.Turn, true
