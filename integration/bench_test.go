@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/config"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	"github.com/sandbot/sandbot/workflows"
@@ -91,26 +91,33 @@ func BenchmarkTurnOverhead(b *testing.B) {
 	// Warm up: the first turn creates the sandbox.
 	s.say(th, "warm", "warm up")
 	s.waitState(th, "warm-up turn", func(ts workflows.TurnState) bool { return ts.Turn == 1 && done(ts) })
-	before := activityCount(b, s, th)
+	before := len(s.model.Requests())
 
 	for n := 0; n < b.N; n++ {
 		var turnDur, floorDur []time.Duration
 		activities := 0
 		for i := 0; i < turns; i++ {
 			turn := s.state(th).Turn + 1
-			s.say(th, fmt.Sprintf("ev-%d-%d", n, i), "go")
+			if os.Getenv("SANDBOT_BENCH_NO_WATCH") != "" {
+				// Diagnostic: no chat watcher polling turn_state.
+				sess := chat.NewTemporalSessions(s.c, chat.TemporalOptions{TaskQueue: s.cfg.Temporal.TaskQueue})
+				if _, err := sess.Send(s.ctx, workflows.SessionInput{Location: th, Owner: alice, Backend: "local", Settings: s.cfg.SessionSettings()},
+					workflows.MessageRequest{EventID: fmt.Sprintf("ev-%d-%d", n, i), User: alice, Text: "go"}); err != nil {
+					b.Fatal(err)
+				}
+			} else {
+				s.say(th, fmt.Sprintf("ev-%d-%d", n, i), "go")
+			}
 			ts := s.waitStateEvery(th, 500*time.Millisecond, "bench turn", func(ts workflows.TurnState) bool { return ts.Turn == turn && done(ts) })
 			if len(ts.ToolCalls) != calls {
 				b.Fatalf("turn ran %d tool calls, want %d", len(ts.ToolCalls), calls)
 			}
 			turnDur = append(turnDur, ts.EndedAt.Sub(ts.StartedAt))
-			after := activityCount(b, s, th)
-			activities = after - before
-			if activities <= 0 {
-				// The session continued as new; count from the new run.
-				activities = after
-			}
-			before = after
+			// Activities this turn ran: every model call, one exec per tool
+			// call, and the end-of-turn snapshot.
+			models := len(s.model.Requests())
+			activities = models - before + len(ts.ToolCalls) + 1
+			before = models
 
 			run, err := s.c.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: floorQueue}, floorWorkflow, activities)
 			if err != nil {
@@ -135,24 +142,6 @@ func BenchmarkTurnOverhead(b *testing.B) {
 		b.Logf("%d turns of %d tool calls: median turn %s, median floor (%d no-op activities) %s, median ratio %.2f",
 			turns, calls, mt, activities, mf, mr)
 	}
-}
-
-// activityCount counts activities scheduled so far by the session (all
-// runs: the benchmark never reaches continue-as-new).
-func activityCount(tb testing.TB, s *stack, th interface{ ID() string }) int {
-	tb.Helper()
-	iter := s.c.GetWorkflowHistory(s.ctx, th.ID(), "", false, 0)
-	n := 0
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED {
-			n++
-		}
-	}
-	return n
 }
 
 // BenchmarkIdleSessionsMemory starts a worker process, creates 1,000

@@ -57,6 +57,8 @@ func (s *session) onFork(ctx workflow.Context, req ForkRequest) (ForkResponse, e
 		backend = s.st.Backend
 	}
 	seed := &ForkSeed{Transcript: msgs, Fingerprint: fp}
+	s.forksInFlight++
+	defer func() { s.forksInFlight-- }()
 	if snap != "" {
 		to := sandbox.SnapshotKey(newID, 0)
 		err := workflow.ExecuteActivity(housekeepingOptions(ctx, BackendQueue(s.queue, s.st.Backend)), sandboxActs.CopySnapshot,

@@ -33,6 +33,7 @@ type session struct {
 	execRan          bool
 	turnsThisRun     int
 	lastIndex        *indexed
+	forksInFlight    int
 }
 
 // Session is the session workflow. It registers its handlers before doing
@@ -126,6 +127,7 @@ func (s *session) info(ctx workflow.Context) Info {
 func (s *session) run(ctx workflow.Context) (SessionResult, error) {
 	for {
 		s.index(ctx)
+		s.dropStaleSnapshots(ctx)
 		cond := func() bool {
 			return s.destroyRequested ||
 				(!s.st.Paused && len(s.st.Queue) > 0) ||
@@ -185,6 +187,23 @@ func (s *session) continueAsNew(ctx workflow.Context) (SessionResult, error) {
 	return SessionResult{}, workflow.NewContinueAsNewError(ctx, Session, SessionInput{
 		Location: st.Location, Owner: st.Owner, Backend: st.Backend, Settings: st.Settings, State: &st,
 	})
+}
+
+// dropStaleSnapshots deletes superseded snapshots between turns. A failure
+// is logged and retried at the next boundary; stale snapshots only cost
+// storage, and destroy removes the whole prefix anyway.
+func (s *session) dropStaleSnapshots(ctx workflow.Context) {
+	if len(s.st.Stale) == 0 || s.forksInFlight > 0 {
+		return
+	}
+	keys := s.st.Stale
+	err := workflow.ExecuteActivity(housekeepingOptions(ctx, BackendQueue(s.queue, s.st.Backend)), sandboxActs.DeleteSnapshots,
+		sandbox.DeleteSnapshotsRequest{Keys: keys}).Get(ctx, nil)
+	if err != nil {
+		s.log.Warn("delete stale snapshots", "error", err)
+		return
+	}
+	s.st.Stale = s.st.Stale[len(keys):]
 }
 
 // suspend saves and stops an idle sandbox; the next command resumes it

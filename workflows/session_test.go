@@ -93,6 +93,7 @@ type harness struct {
 	mu        sync.Mutex
 	rejects   []string
 	destroyed []sandbox.DestroyRequest
+	deleted   []string
 }
 
 func newHarness(t *testing.T, steps ...agent.ModelResponse) *harness {
@@ -107,6 +108,14 @@ func newHarness(t *testing.T, steps ...agent.ModelResponse) *harness {
 	env.RegisterActivity(sandboxActs.Snapshot)
 	env.RegisterActivity(sandboxActs.Destroy)
 	env.RegisterActivity(sandboxActs.CopySnapshot)
+	env.RegisterActivity(sandboxActs.DeleteSnapshots)
+	env.RegisterActivity(sandboxActs.Suspend)
+	env.OnActivity(sandboxActs.DeleteSnapshots, mock.Anything, mock.Anything).Return(func(_ context.Context, r sandbox.DeleteSnapshotsRequest) error {
+		h.mu.Lock()
+		h.deleted = append(h.deleted, r.Keys...)
+		h.mu.Unlock()
+		return nil
+	})
 	env.OnActivity(modelActs.Complete, mock.Anything, mock.Anything).Return(h.model.complete)
 	env.OnActivity(sandboxActs.Ensure, mock.Anything, mock.Anything).Return(h.box.ensure)
 	env.OnActivity(sandboxActs.Exec, mock.Anything, mock.Anything).Return(h.box.exec)
@@ -460,5 +469,30 @@ func TestContinueAsNewCarriesState(t *testing.T) {
 	st := next.State
 	if st == nil || st.Turn != 1 || len(st.Transcript) != 2 || st.Last.FinalText != "one" || len(st.Seen) != 1 || st.Owner.ID != owner.ID {
 		t.Fatalf("state not carried: %+v", st)
+	}
+}
+
+func TestSupersededSnapshotsAreDeleted(t *testing.T) {
+	h := newHarness(t, shellCall("c1", "touch a"), final("one"), shellCall("c2", "touch b"), final("two"))
+	h.at(0, func() { h.send("e1", "first") })
+	h.at(time.Minute, func() { h.send("e2", "second") })
+	var info Info
+	h.at(2*time.Minute, func() {
+		v, err := h.env.QueryWorkflow(QueryInfo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Get(&info); err != nil {
+			t.Fatal(err)
+		}
+	})
+	h.destroyAt(3 * time.Minute)
+	h.run(h.input(ApproveNever))
+	first, second := sandbox.SnapshotKey(info.WorkflowID, 1), sandbox.SnapshotKey(info.WorkflowID, 2)
+	if info.Snapshot != second {
+		t.Fatalf("current snapshot %q, want %q", info.Snapshot, second)
+	}
+	if len(h.deleted) != 1 || h.deleted[0] != first {
+		t.Fatalf("deleted %q, want only the superseded %q", h.deleted, first)
 	}
 }

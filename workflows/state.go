@@ -41,6 +41,9 @@ type State struct {
 	Handle      *sandbox.Handle `json:"handle,omitempty"`
 	Snapshot    string          `json:"snapshot,omitempty"`
 	Fingerprint string          `json:"fingerprint,omitempty"`
+	// Stale are superseded snapshots waiting to be deleted (not while a
+	// fork may still be copying one).
+	Stale []string `json:"stale,omitempty"`
 	// PendingBackend is a switch waiting for the next turn boundary.
 	PendingBackend string `json:"pending_backend,omitempty"`
 	Paused         bool   `json:"paused,omitempty"`

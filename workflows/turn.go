@@ -387,6 +387,9 @@ func (s *session) snapshot(ctx workflow.Context, force bool) error {
 		return err
 	}
 	if res.Written {
+		if s.st.Snapshot != "" && s.st.Snapshot != res.Key {
+			s.st.Stale = append(s.st.Stale, s.st.Snapshot)
+		}
 		s.st.Snapshot = res.Key
 	}
 	s.st.Fingerprint = res.Fingerprint

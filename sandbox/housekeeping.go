@@ -1,6 +1,9 @@
 package sandbox
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // SuspendRequest asks for an idle sandbox to be suspended.
 type SuspendRequest struct {
@@ -39,4 +42,28 @@ func (a *Activities) Suspend(ctx context.Context, req SuspendRequest) (SuspendRe
 	}
 	a.log().Info("suspended idle sandbox", "session_id", req.Handle.SessionID, "sandbox", req.Handle.ID)
 	return SuspendResult{Suspended: true}, nil
+}
+
+// DeleteSnapshotsRequest names superseded snapshots to remove.
+type DeleteSnapshotsRequest struct {
+	Keys []string `json:"keys"`
+}
+
+// DeleteSnapshots removes snapshots a session no longer needs (each turn
+// that changes the workspace writes a new one). Missing keys are not an
+// error, so the activity can be retried.
+func (a *Activities) DeleteSnapshots(ctx context.Context, req DeleteSnapshotsRequest) error {
+	if a.Store == nil {
+		return badRequest("sandbox: delete snapshots: no snapshot store configured")
+	}
+	for _, k := range req.Keys {
+		if !strings.HasPrefix(k, "sessions/") || !strings.HasSuffix(k, ".tar") {
+			return badRequest("sandbox: delete snapshots: %q is not a snapshot key", k)
+		}
+		// A full key is a prefix that matches only itself.
+		if _, err := a.Store.DeletePrefix(ctx, k); err != nil {
+			return classify("delete snapshot", err)
+		}
+	}
+	return nil
 }
