@@ -100,6 +100,11 @@ type Sandbox struct {
 	// HostID names this worker host for host-bound sandboxes (default: the
 	// hostname).
 	HostID string `split_words:"true"`
+	// SingleHost says this is the only worker serving host-bound backends
+	// (local, docker): sandbox activities then share the session task queue
+	// and are dispatched eagerly. Never set it on more than one worker of a
+	// deployment. cmd/dev always sets it.
+	SingleHost bool `split_words:"true"`
 }
 
 // Docker configures the docker backend.

@@ -75,8 +75,24 @@ func median(d []time.Duration) time.Duration {
 //
 //	go test ./integration -run '^$' -bench TurnOverhead -benchtime=1x
 func BenchmarkTurnOverhead(b *testing.B) {
+	// single-host is cmd/dev's layout (sandbox activities share the session
+	// queue); host-queue is a multi-worker deployment's (sandbox activities
+	// go to the holding worker's own queue).
+	for _, single := range []bool{true, false} {
+		name := "host-queue"
+		if single {
+			name = "single-host"
+		}
+		b.Run(name, func(b *testing.B) { turnOverhead(b, single) })
+	}
+}
+
+func turnOverhead(b *testing.B, singleHost bool) {
 	const calls, turns = 10, 25
-	s := newStack(b, func(c *config.Config) { c.Session.ApprovalMode = "never" })
+	s := newStack(b, func(c *config.Config) {
+		c.Session.ApprovalMode = "never"
+		c.Sandbox.SingleHost = singleHost
+	})
 	s.model.SetResponder(toolLoop(calls))
 	floorQueue := s.cfg.Temporal.TaskQueue + "-floor"
 	fw := worker.New(s.c, floorQueue, worker.Options{})
@@ -87,7 +103,7 @@ func BenchmarkTurnOverhead(b *testing.B) {
 	}
 	defer fw.Stop()
 
-	th := s.thread("bench")
+	th := s.thread(fmt.Sprintf("bench-%v", singleHost))
 	// Warm up: the first turn creates the sandbox.
 	s.say(th, "warm", "warm up")
 	s.waitState(th, "warm-up turn", func(ts workflows.TurnState) bool { return ts.Turn == 1 && done(ts) })

@@ -94,6 +94,7 @@ func TestStopMidCommand(t *testing.T) {
 	if body := dump(last); !strings.Contains(body, "interrupted") {
 		t.Fatalf("the model was not told about the interruption: %s", body)
 	}
+	assertReplays(t, s, th)
 }
 
 // buildWorker compiles cmd/worker for a test.
@@ -214,6 +215,7 @@ func TestContinueAsNewKeepsState(t *testing.T) {
 	if ts := s.state(th); ts.Turn != turns || ts.Queued != 0 {
 		t.Fatalf("an old event started a turn after continue-as-new: %s", dump(ts))
 	}
+	assertReplays(t, s, th)
 }
 
 func TestDevServerRestartKeepsSession(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/internal/app"
+	"github.com/sandbot/sandbot/internal/devcmd"
 	"github.com/sandbot/sandbot/internal/devserver"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	"github.com/sandbot/sandbot/workflows"
@@ -33,7 +34,7 @@ var srv *devserver.Server
 
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	s, err := devserver.Start(ctx, devserver.Options{Ephemeral: true, SearchAttributes: workflows.SearchAttributeTypes()})
+	s, err := devserver.Start(ctx, devserver.Options{Ephemeral: true, SearchAttributes: workflows.SearchAttributeTypes(), DynamicConfig: devcmd.DevDynamicConfig()})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start embedded Temporal:", err)

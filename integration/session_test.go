@@ -131,6 +131,7 @@ func TestTurnWithToolCallsAndOneApproval(t *testing.T) {
 	if !strings.Contains(last, "alice") {
 		t.Fatalf("status card should say who approved: %s", last)
 	}
+	assertReplays(t, s, th)
 }
 
 func TestRejectionWithReason(t *testing.T) {
@@ -223,4 +224,5 @@ func TestMessagesDuringATurnAreBatched(t *testing.T) {
 	if n := len(s.model.Requests()); n != 3 {
 		t.Fatalf("model calls = %d, want 3 (two for turn 1, one for the batch)", n)
 	}
+	assertReplays(t, s, th)
 }

@@ -304,6 +304,10 @@ func (a *Activities) ServedBackends(ctx context.Context) ([]string, error) {
 	return a.Backends.Names(), nil
 }
 
+// HeartbeatEvery is the longest gap between two heartbeats of a running
+// sandbox activity.
+const HeartbeatEvery = time.Second
+
 // heartbeatWhileRunning records a heartbeat at once and then regularly
 // until stop is called, with details() (if not nil) as the details. The
 // interval is a third of the activity's heartbeat timeout, so long
@@ -321,7 +325,11 @@ func heartbeatWhileRunning(ctx context.Context, details func() any) (stop func()
 	if interval <= 0 {
 		interval = DefaultHeartbeatTimeout / 3
 	}
-	interval = max(interval, 100*time.Millisecond)
+	// Beat at least every second: a cancellation (/stop) reaches a running
+	// activity only in a heartbeat's response, so this bounds how long a
+	// stopped command keeps running. (Workers set MaxHeartbeatThrottleInterval
+	// to match, or the SDK would hold beats back.)
+	interval = min(max(interval, 100*time.Millisecond), HeartbeatEvery)
 	beat()
 	done := make(chan struct{})
 	finished := make(chan struct{})

@@ -189,7 +189,7 @@ func (s *recentSet) firstTime(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.items[key]; ok {
-		return true
+		return false
 	}
 	s.items[key] = s.order.PushFront(key)
 	for s.order.Len() > s.max {

@@ -71,6 +71,12 @@ func StartWorker(ctx context.Context, c client.Client, cfg *config.Config, opts 
 		return nil, fmt.Errorf("worker: snapshot store %s: %w", cfg.Sandbox.SnapshotURL, err)
 	}
 	w := &Worker{HostQueue: workflows.HostQueue(cfg.Temporal.TaskQueue, cfg.Sandbox.HostID), Unavailable: map[string]string{}, store: store}
+	if cfg.Sandbox.SingleHost {
+		// One worker holds every sandbox, so its session queue is also its
+		// host queue, and sandbox activities are dispatched eagerly to the
+		// worker that just ran the workflow task.
+		w.HostQueue = cfg.Temporal.TaskQueue
+	}
 	backends := opts.Backends
 	if backends == nil {
 		backends = w.buildBackends(ctx, cfg, log)
@@ -84,11 +90,21 @@ func StartWorker(ctx context.Context, c client.Client, cfg *config.Config, opts 
 	acts := &sandbox.Activities{Backends: byName, Store: store, HostQueue: w.HostQueue, Logger: log}
 
 	wo := opts.Temporal
+	if wo.MaxHeartbeatThrottleInterval == 0 {
+		// Let sandbox heartbeats through every second so /stop kills a
+		// running command promptly (the SDK's default holds them up to 60 s).
+		wo.MaxHeartbeatThrottleInterval = sandbox.HeartbeatEvery
+	}
 	main := worker.New(c, cfg.Temporal.TaskQueue, wo)
 	main.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	main.RegisterActivity(models)
 	w.workers = append(w.workers, main)
-	queues := []string{w.HostQueue}
+	var queues []string
+	if w.HostQueue == cfg.Temporal.TaskQueue {
+		main.RegisterActivity(acts)
+	} else {
+		queues = append(queues, w.HostQueue)
+	}
 	for _, name := range w.Served {
 		queues = append(queues, workflows.BackendQueue(cfg.Temporal.TaskQueue, name))
 	}

@@ -62,6 +62,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	srv, err := devserver.Start(startCtx, devserver.Options{
 		DBPath: dbPath, Port: cfg.Dev.TemporalPort, UIPort: cfg.Dev.UIPort,
 		Namespace: cfg.Temporal.Namespace, SearchAttributes: workflows.SearchAttributeTypes(), Logger: log,
+		DynamicConfig: DevDynamicConfig(),
 	})
 	cancel()
 	if err != nil {
@@ -73,6 +74,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	}()
 	cfg.Temporal.Address = srv.HostPort()
+	cfg.Sandbox.SingleHost = true
 	if u := srv.UIURL(); u != "" {
 		cfg.Temporal.WebURL = u
 	}
@@ -105,4 +107,19 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return nil
 	}
 	return err
+}
+
+// DevDynamicConfig is the embedded server's tuning for one machine.
+//   - The history service reads new transfer tasks (which dispatch workflow
+//     tasks and non-eager activities) at most 20 times a second by default,
+//     so every sandbox activity on a host queue waited ~25 ms on average just
+//     to be dispatched; a single-node server can afford to read at once.
+//   - A single task queue partition lets a task meet a waiting poller
+//     directly instead of being forwarded between partitions.
+func DevDynamicConfig() map[string]any {
+	return map[string]any{
+		"history.transferProcessorMaxPollRPS":  1000,
+		"matching.numTaskqueueReadPartitions":  1,
+		"matching.numTaskqueueWritePartitions": 1,
+	}
 }
