@@ -279,11 +279,34 @@ func (e *discordEnv) waitCard(ref, what string, cond func(fakediscord.Message) b
 	return got
 }
 
+// waitTurn polls the session's turn state until cond holds. Unlike
+// stack.waitState it decodes every answer into a fresh value, so fields
+// an earlier poll saw (a pending approval) cannot linger in the result.
+func (e *discordEnv) waitTurn(th chat.Thread, what string, cond func(workflows.TurnState) bool) workflows.TurnState {
+	e.t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	var last workflows.TurnState
+	for time.Now().Before(deadline) {
+		v, err := e.s.c.QueryWorkflow(e.s.ctx, th.ID(), "", workflows.QueryTurnState)
+		if err == nil {
+			var ts workflows.TurnState
+			if err := v.Get(&ts); err == nil {
+				if last = ts; cond(ts) {
+					return ts
+				}
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	e.t.Fatalf("timed out waiting for %s; last state: %s", what, dump(last))
+	return last
+}
+
 // statusRef waits until the turn's status message is posted and recorded
 // in the workflow, and returns its message ID.
 func (e *discordEnv) statusRef(th chat.Thread, turn int) string {
 	e.t.Helper()
-	ts := e.s.waitState(th, fmt.Sprintf("status message of turn %d recorded", turn), func(ts workflows.TurnState) bool {
+	ts := e.waitTurn(th, fmt.Sprintf("status message of turn %d recorded", turn), func(ts workflows.TurnState) bool {
 		return ts.Turn == turn && ts.StatusRef != ""
 	})
 	return ts.StatusRef
@@ -372,20 +395,20 @@ func (e *discordEnv) waitTokenExpired(id string) {
 	e.t.Fatalf("the token of interaction %s never expired", id)
 }
 
-// mentionOf is how Discord text mentions a member.
-func mentionOf(u fakediscord.Member) string { return "<@" + u.User.ID + ">" }
+// discordMention is how Discord text mentions a member.
+func discordMention(u fakediscord.Member) string { return "<@" + u.User.ID + ">" }
 
 // waitDone waits until turn n of th has ended and its answer is recorded
 // (the watcher has made its last edit and posted the answer).
 func (e *discordEnv) waitDone(th chat.Thread, n int) workflows.TurnState {
 	e.t.Helper()
-	return e.s.waitState(th, fmt.Sprintf("turn %d finalized", n), func(ts workflows.TurnState) bool {
+	return e.waitTurn(th, fmt.Sprintf("turn %d finalized", n), func(ts workflows.TurnState) bool {
 		return ts.Turn == n && done(ts) && ts.FinalRef != ""
 	})
 }
 
-// hasLine reports whether an embed text has a line containing every part.
-func hasLine(text string, parts ...string) bool {
+// discordHasLine reports whether an embed text has a line containing every part.
+func discordHasLine(text string, parts ...string) bool {
 	for _, line := range strings.Split(text, "\n") {
 		ok := true
 		for _, p := range parts {

@@ -37,17 +37,16 @@ func TestDiscordMentionRunsTurnWithApproval(t *testing.T) {
 	if !thread.IsThread() || thread.ParentID != e.channel || thread.OwnerID != e.f.AppID() || thread.StarterMessageID != th.Thread {
 		t.Fatalf("thread = %+v, want a bot-owned thread of %s started from the mention", thread, e.channel)
 	}
+	ref := e.statusRef(th, 1)
 	if info := e.s.info(th); info.Owner.ID != discordAlice.User.ID || info.Location != th {
 		t.Fatalf("session info: %s", dump(info))
 	}
-
-	ref := e.statusRef(th, 1)
 	if st, _ := e.f.Message(ref); st.ChannelID != th.Thread {
 		t.Fatalf("status message in %s, want the session thread %s", st.ChannelID, th.Thread)
 	}
 	buttons := e.approvalCard(ref)
 	card, _ := e.f.Message(ref)
-	if !hasLine(card.EmbedText(), "✅", "ls -la") || !hasLine(card.EmbedText(), "echo hello > hello.txt") {
+	if !discordHasLine(card.EmbedText(), "✅", "ls -la") || !discordHasLine(card.EmbedText(), "echo hello > hello.txt") {
 		t.Fatalf("status card should list the completed read-only call and the pending one:\n%s", card.EmbedText())
 	}
 	if card.Content != "✋ Waiting for approval" {
@@ -62,7 +61,7 @@ func TestDiscordMentionRunsTurnWithApproval(t *testing.T) {
 		t.Fatalf("Approve was answered with callback type %d, want a deferred update (6)", in.ResponseType)
 	}
 	e.waitCard(ref, "decision shown on the status message", func(m fakediscord.Message) bool {
-		return hasLine(m.EmbedText(), "approved by "+mentionOf(discordAlice)) && len(m.CustomIDs()) == 0
+		return discordHasLine(m.EmbedText(), "approved by "+discordMention(discordAlice)) && len(m.CustomIDs()) == 0
 	})
 
 	end := e.waitDone(th, 1)
@@ -77,7 +76,7 @@ func TestDiscordMentionRunsTurnWithApproval(t *testing.T) {
 	}
 	answer := e.waitAnswer(th, "Wrote **hello.txt**.")
 	final := e.waitCard(ref, "final status", func(m fakediscord.Message) bool { return m.Content == "✅ Done" })
-	if !hasLine(final.EmbedText(), "✅", "echo hello > hello.txt") || !hasLine(final.EmbedText(), "approved by "+mentionOf(discordAlice)) {
+	if !discordHasLine(final.EmbedText(), "✅", "echo hello > hello.txt") || !discordHasLine(final.EmbedText(), "approved by "+discordMention(discordAlice)) {
 		t.Fatalf("final card:\n%s", final.EmbedText())
 	}
 
@@ -125,16 +124,21 @@ func TestDiscordSlashCommandsInThread(t *testing.T) {
 		t.Fatalf("/status: callback %d, ephemeral %v; want a private deferred answer", in.ResponseType, status.Ephemeral())
 	}
 	text := status.EmbedText()
-	for _, want := range []string{"**Backend:** local", "**Turns:** 1", "**Status:** awaiting_approval", e.s.cfg.Temporal.WebURL + "/namespaces/", mentionOf(discordAlice)} {
+	for _, want := range []string{"**Backend:** local", "**Turns:** 1", "**Status:** awaiting_approval", e.s.cfg.Temporal.WebURL + "/namespaces/", discordMention(discordAlice)} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("/status answer lacks %q:\n%s", want, text)
 		}
 	}
 
 	stop := e.slash(th, discordAlice, "stop")
-	end := e.s.waitState(th, "stopped turn", done)
-	if !end.Stopped || end.Pending != nil || end.ToolCalls[0].Status == workflows.CallCompleted {
+	end := e.waitTurn(th, "stopped turn", done)
+	if !end.Stopped || end.Pending != nil {
 		t.Fatalf("state after /stop: %s", dump(end))
+	}
+	// The call that waited for approval did not run, and the finished
+	// turn must say so rather than show it still waiting.
+	if c := end.ToolCalls[0]; c.Status != workflows.CallFailed && c.Status != workflows.CallRejected {
+		t.Errorf("after /stop the call that waited for approval is %q, want failed (not run): %s", c.Status, dump(c))
 	}
 	var answer fakediscord.Message
 	e.wait("/stop answer", func() bool {
@@ -155,6 +159,37 @@ func TestDiscordSlashCommandsInThread(t *testing.T) {
 	if n := len(e.s.model.Requests()); n != 1 {
 		t.Fatalf("model called %d times; the stopped turn should not have gone on", n)
 	}
+
+	// The session goes on, and the model's next request is one an
+	// OpenAI-compatible API accepts: every tool call it made has a result.
+	e.s.model.Push(fakeopenai.FinalStep("Ready when you are."))
+	e.say(th, discordAlice, "never mind")
+	e.waitDone(th, 2)
+	e.waitAnswer(th, "Ready when you are.")
+	last, _ := e.s.model.LastRequest()
+	if missing := discordUnansweredCalls(last); len(missing) > 0 {
+		t.Errorf("turn 2's model request has tool calls without a tool result (OpenAI answers 400): %v", missing)
+	}
+}
+
+// discordUnansweredCalls lists the tool call IDs of assistant messages in a
+// model request that no tool message answers.
+func discordUnansweredCalls(req fakeopenai.RecordedRequest) []string {
+	answered := map[string]bool{}
+	for _, m := range req.Body.Messages {
+		if m.Role == "tool" {
+			answered[m.ToolCallID] = true
+		}
+	}
+	var missing []string
+	for _, m := range req.Body.Messages {
+		for _, c := range m.ToolCalls {
+			if !answered[c.ID] {
+				missing = append(missing, c.ID)
+			}
+		}
+	}
+	return missing
 }
 
 // TestDiscordUnauthorizedButton: someone the bot does not serve is turned
@@ -202,7 +237,7 @@ func TestDiscordUnauthorizedButton(t *testing.T) {
 	// dave holds the approver role: his click counts.
 	e.click(ref, discordDave, buttons[chat.ActionApprove])
 	e.waitCard(ref, "approved by dave", func(m fakediscord.Message) bool {
-		return hasLine(m.EmbedText(), "approved by "+mentionOf(discordDave))
+		return discordHasLine(m.EmbedText(), "approved by "+discordMention(discordDave))
 	})
 	e.waitDone(th, 1)
 	e.waitAnswer(th, "Deployed.")
@@ -240,8 +275,8 @@ func TestDiscordModalReject(t *testing.T) {
 		t.Fatalf("modal submit answered with callback %d, want a deferred update", sub.ResponseType)
 	}
 	e.waitCard(ref, "rejection shown", func(m fakediscord.Message) bool {
-		return hasLine(m.EmbedText(), "🚫", "rm -rf src; touch rejected-ran") &&
-			hasLine(m.EmbedText(), "rejected by "+mentionOf(discordAlice)+": "+reason) && len(m.CustomIDs()) == 0
+		return discordHasLine(m.EmbedText(), "🚫", "rm -rf src; touch rejected-ran") &&
+			discordHasLine(m.EmbedText(), "rejected by "+discordMention(discordAlice)+": "+reason) && len(m.CustomIDs()) == 0
 	})
 	end := e.waitDone(th, 1)
 	c := end.ToolCalls[0]

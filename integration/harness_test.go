@@ -196,8 +196,12 @@ func (s *stack) waitStateEvery(th chat.Thread, every time.Duration, what string,
 	for time.Now().Before(deadline) {
 		v, err := s.c.QueryWorkflow(s.ctx, th.ID(), "", workflows.QueryTurnState)
 		if err == nil {
-			if err := v.Get(&last); err == nil && cond(last) {
-				return last
+			var ts workflows.TurnState // fresh: omitted fields must read as empty
+			if err := v.Get(&ts); err == nil {
+				last = ts
+				if cond(ts) {
+					return ts
+				}
 			}
 		}
 		time.Sleep(every)

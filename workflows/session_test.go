@@ -384,6 +384,7 @@ func TestInvalidArgumentsAndUnknownToolDoNotEndTheTurn(t *testing.T) {
 func TestStopWhileAwaitingApproval(t *testing.T) {
 	h := newHarness(t, shellCall("c1", "rm -rf /tmp/x"), final("next turn"))
 	h.at(0, func() { h.send("e1", "go") })
+	h.at(30*time.Second, func() { h.send("e2", "what now?") })
 	var stop StopResponse
 	h.at(time.Second, func() {
 		h.update(UpdateStop, StopRequest{User: owner}, func(v any, err error) {
@@ -393,7 +394,7 @@ func TestStopWhileAwaitingApproval(t *testing.T) {
 		})
 	})
 	var end TurnState
-	h.at(time.Minute, func() { end = h.state() })
+	h.at(10*time.Second, func() { end = h.state() })
 	h.destroyAt(2 * time.Minute)
 	h.run(h.input(ApproveAlways))
 	if !stop.Stopped || !end.Stopped || end.Status != StatusComplete {
@@ -401,6 +402,21 @@ func TestStopWhileAwaitingApproval(t *testing.T) {
 	}
 	if len(h.box.ran()) != 0 {
 		t.Fatal("stopped command ran")
+	}
+	if c := end.ToolCalls[0]; c.Status != CallFailed {
+		t.Fatalf("a call stopped while awaiting approval must not stay %s", c.Status)
+	}
+	// The next turn's request must answer every tool call exactly once, or
+	// a real endpoint rejects it.
+	reqs := h.model.requests()
+	results := 0
+	for _, m := range reqs[len(reqs)-1].Messages {
+		if m.Role == agent.RoleTool && m.ToolCallID == "c1" {
+			results++
+		}
+	}
+	if results != 1 {
+		t.Fatalf("tool results for c1 in the next request: %d, want 1", results)
 	}
 }
 

@@ -121,7 +121,10 @@ func (s *session) agentLoop(ctx workflow.Context) (string, error) {
 				continue
 			}
 			if err := s.toolCall(ctx, tc); err != nil {
-				s.skipCalls(ctx, resp.ToolCalls[i+1:], "not run: the turn was stopped by the user")
+				// Every call of the assistant message needs a tool result,
+				// or the next model request is invalid; that includes this
+				// one if it was stopped before it produced one.
+				s.skipCalls(ctx, resp.ToolCalls[i:], "not run: the turn was stopped by the user")
 				return "", err
 			}
 		}
@@ -181,9 +184,25 @@ func (s *session) skipCalls(ctx workflow.Context, calls []agent.ToolCall, why st
 			c.Error = why
 			c.EndedAt = workflow.Now(ctx)
 		}
-		s.toolResult(ctx, tc.ID, why)
+		if !s.hasToolResult(tc.ID) {
+			s.toolResult(ctx, tc.ID, why)
+		}
 	}
 	s.touch()
+}
+
+// hasToolResult reports whether the current turn already answered callID.
+func (s *session) hasToolResult(callID string) bool {
+	for i := len(s.st.Transcript) - 1; i >= 0; i-- {
+		e := s.st.Transcript[i]
+		if e.Turn != s.st.Turn {
+			return false
+		}
+		if e.Msg.Role == agent.RoleTool && e.Msg.ToolCallID == callID {
+			return true
+		}
+	}
+	return false
 }
 
 // toolCall runs one tool call: validate, maybe ask for approval, execute.

@@ -62,6 +62,12 @@ func Run(ctx context.Context, core *chat.Core, in io.Reader, out io.Writer, user
 		close(lines)
 	}()
 
+	// A turn that was running when the terminal last closed (or cmd/dev
+	// restarted) is picked up again: its progress and answer show here.
+	if err := core.Resume(ctx, con, Platform); err != nil {
+		con.printf("(could not look for running turns: %v)\n", err)
+	}
+
 	// Commands may wait for the session (a /pause waits for the running
 	// turn, which may wait for an approval typed here), so they run beside
 	// the input loop; messages and approvals run in order.

@@ -15,16 +15,20 @@ func TestUpdateBudgetWindow(t *testing.T) {
 	defer cancel()
 	const per, window = 3, 300 * time.Millisecond
 	b := newUpdateBudget(per, window)
-	var starts []time.Time
+	// A call starts somewhere between entering acquire and its return, so
+	// "call i started at least a window after call i-per" implies
+	// returned[i] - entered[i-per] >= window.
+	var entered, returned []time.Time
 	for range 7 {
+		entered = append(entered, time.Now())
 		if err := b.acquire(ctx); err != nil {
 			t.Fatal(err)
 		}
-		starts = append(starts, time.Now())
+		returned = append(returned, time.Now())
 	}
-	for i := per; i < len(starts); i++ {
-		if gap := starts[i].Sub(starts[i-per]); gap < window {
-			t.Fatalf("calls %d and %d started %v apart; the window is %v for %d calls", i-per, i, gap, window, per)
+	for i := per; i < len(returned); i++ {
+		if gap := returned[i].Sub(entered[i-per]); gap < window {
+			t.Fatalf("calls %d and %d started within %v; the window is %v for %d calls", i-per, i, gap, window, per)
 		}
 	}
 

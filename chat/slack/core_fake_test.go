@@ -35,7 +35,12 @@ type recCommand struct {
 	Cmd    chat.Command
 }
 
-var _ slack.Core = (*recCore)(nil)
+var (
+	_ slack.Core = (*recCore)(nil)
+	// The real core plugs in as is.
+	_ slack.Core    = (*chat.Core)(nil)
+	_ slack.Resumer = (*chat.Core)(nil)
+)
 
 func newRecCore() *recCore { return &recCore{changed: make(chan struct{})} }
 
