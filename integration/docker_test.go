@@ -36,8 +36,12 @@ func (e *env5) waitInfo(th interface{ ID() string }, what string, cond func(work
 	var last workflows.Info
 	for time.Now().Before(deadline) {
 		if v, err := e.c.QueryWorkflow(e.ctx, th.ID(), "", workflows.QueryInfo); err == nil {
-			if err := v.Get(&last); err == nil && cond(last) {
-				return last
+			var in workflows.Info // fresh: omitted fields must read as empty
+			if err := v.Get(&in); err == nil {
+				last = in
+				if cond(in) {
+					return in
+				}
 			}
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/config"
@@ -191,5 +192,38 @@ func TestUnavailableDockerBackend(t *testing.T) {
 		fakeopenai.FinalStep("there"))
 	if got := cmdOut(t, onlyCall(t, ts), "cat kept.txt"); got != "kept" {
 		t.Fatalf("after moving back to local, kept.txt reads %q", got)
+	}
+}
+
+// A turn that changes the workspace writes a new snapshot; the one it
+// supersedes is deleted at the next turn boundary, so a long session does
+// not pile up one archive per turn.
+func TestSupersededSnapshotsAreDeleted(t *testing.T) {
+	e := newEnv5(t, false, never)
+	th := e.thread("superseded")
+	e.turn(th, 1, "first version",
+		fakeopenai.ToolCallStep("c1", "shell", shell("echo one > v.txt")),
+		fakeopenai.FinalStep("one"))
+	first := e.info(th).Snapshot
+	if !e.snapshotExists(first) {
+		t.Fatalf("turn 1 snapshot %q missing", first)
+	}
+	e.turn(th, 2, "second version",
+		fakeopenai.ToolCallStep("c2", "shell", shell("echo two > v.txt")),
+		fakeopenai.FinalStep("two"))
+	second := e.info(th).Snapshot
+	if second == first || !e.snapshotExists(second) {
+		t.Fatalf("turn 2 should write a new snapshot: first %q, second %q", first, second)
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for e.snapshotExists(first) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the superseded snapshot %s is still in the store", first)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	snapDir := strings.TrimPrefix(e.cfg.Sandbox.SnapshotURL, "file://")
+	if files := regularFiles(t, snapDir); len(files) != 1 {
+		t.Fatalf("the store should hold only the latest snapshot, it holds %q", files)
 	}
 }
