@@ -11,9 +11,11 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	enumspb "go.temporal.io/api/enums/v1"
+	tclient "go.temporal.io/sdk/client"
 
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/internal/app"
+	"github.com/sandbot/sandbot/internal/devserver"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	"github.com/sandbot/sandbot/sandbox"
 	"github.com/sandbot/sandbot/sandbox/docker"
@@ -215,5 +217,42 @@ func TestOrphanSweeper(t *testing.T) {
 		fakeopenai.FinalStep("yes"))
 	if got := cmdOut(t, onlyCall(t, ts), "cat l.txt"); got != "l" {
 		t.Fatalf("live session after the sweep: %q", got)
+	}
+}
+
+// Two sandbot deployments (here: two Temporal servers) may share one
+// Docker host. A sweep by one must not remove the other's live sandboxes:
+// to the sweeping deployment the other's sessions are simply unknown.
+func TestSweeperSparesAnotherDeploymentsContainers(t *testing.T) {
+	e := newEnv5(t, true, onDocker)
+	th := e.thread("other-deployment")
+	e.turn(th, 1, "make a sandbox",
+		fakeopenai.ToolCallStep("c1", "shell", shell("echo mine > mine.txt")),
+		fakeopenai.FinalStep("made"))
+	ctr := e.containerOf(th)
+
+	other, err := devserver.Start(e.ctx, devserver.Options{Ephemeral: true, SearchAttributes: workflows.SearchAttributeTypes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Stop() })
+	oc, err := other.NewClient(e.ctx, tclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oc.Close()
+	b, err := docker.New(e.docker, docker.Options{Image: e.image})
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed := app.SweepOrphans(e.ctx, oc, []sandbox.Backend{b}, e.log)
+	if slices.Contains(removed, ctr.ID) {
+		t.Fatalf("a sweep by another deployment removed this deployment's live container %s (session %s is running)", ctr.ID, th.ID())
+	}
+	ts := e.turn(th, 2, "still mine?",
+		fakeopenai.ToolCallStep("c2", "shell", shell("cat mine.txt")),
+		fakeopenai.FinalStep("yes"))
+	if got := cmdOut(t, onlyCall(t, ts), "cat mine.txt"); got != "mine" || e.containerOf(th).ID != ctr.ID {
+		t.Fatalf("the session lost its container: %q, %s", got, dump(e.containersOf(th)))
 	}
 }

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/config"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/workflows"
 )
 
 // /fork through the chat core: a new thread, a new session with a copy of
@@ -135,6 +137,54 @@ func TestForkOntoDocker(t *testing.T) {
 	}
 	if _, ok := workspaceFile(t, e.stack, src, "fork.txt"); ok {
 		t.Fatal("the fork's file appeared in the source's workspace")
+	}
+}
+
+// A fork taken while a turn runs starts from the last completed turn: the
+// running turn's commands that already changed the workspace, and its
+// messages, are not in the fork.
+func TestForkDuringATurnUsesTheLastCompletedTurn(t *testing.T) {
+	e := newEnv5(t, false, func(c *config.Config) { c.Session.ApprovalMode = "unless-readonly" })
+	src := e.thread("source")
+	e.turn(src, 1, "write v1",
+		fakeopenai.ToolCallStep("c1", "shell", shell("echo v1 > f.txt")),
+		fakeopenai.FinalStep("v1 written"))
+
+	e.model.Push(
+		fakeopenai.ToolCallStep("c2", "shell", shell("echo v2 > f.txt")),
+		fakeopenai.ToolCallStep("c3", "shell", shell("echo v3 >> f.txt")),
+		fakeopenai.FinalStep("v3 written"),
+	)
+	e.send(src, alice, "ev-2", "write v2 then v3")
+	e.waitState(src, "approval of c2", func(ts workflows.TurnState) bool { return ts.Pending != nil && ts.Pending.CallID == "c2" })
+	if err := e.approve(src, "c2", workflows.DecisionApprove, alice, ""); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(src, "approval of c3", func(ts workflows.TurnState) bool { return ts.Pending != nil && ts.Pending.CallID == "c3" })
+	if got, _ := workspaceFile(t, e.stack, src, "f.txt"); got != "v2\n" {
+		t.Fatalf("the running turn should have changed the workspace already; f.txt = %q", got)
+	}
+
+	fork := e.fork(src, "/fork", 1, "local")
+	if fi := e.info(fork); fi.ForkedAtTurn != 1 {
+		t.Fatalf("a fork during turn 2 should be at turn 1: %s", dump(fi))
+	}
+	if err := e.approve(src, "c3", workflows.DecisionApprove, alice, ""); err != nil {
+		t.Fatal(err)
+	}
+	if end := e.waitState(src, "turn 2 end", func(ts workflows.TurnState) bool { return ts.Turn == 2 && done(ts) }); end.FinalText != "v3 written" {
+		t.Fatalf("the source's turn should finish normally: %s", dump(end))
+	}
+
+	ts := e.turn(fork, 1, "what is in f.txt?",
+		fakeopenai.ToolCallStep("f1", "shell", shell("cat f.txt")),
+		fakeopenai.FinalStep("v1"))
+	if got := cmdOut(t, onlyCall(t, ts), "cat f.txt"); got != "v1" {
+		t.Fatalf("the fork should hold the workspace of turn 1, f.txt = %q", got)
+	}
+	last, _ := e.model.LastRequest()
+	if body := dump(last.Body.Messages); !strings.Contains(body, "write v1") || strings.Contains(body, "write v2 then v3") {
+		t.Fatalf("the fork's conversation should end at turn 1: %s", body)
 	}
 }
 

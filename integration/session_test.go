@@ -226,3 +226,43 @@ func TestMessagesDuringATurnAreBatched(t *testing.T) {
 	}
 	assertReplays(t, s, th)
 }
+
+func TestModelDownFailsTheTurnAndTheSessionStaysUsable(t *testing.T) {
+	s := newStack(t) // cfg.Model.Attempts = 2
+	th := s.thread("model-down")
+	s.model.Push(
+		fakeopenai.ErrorStep(503, "upstream overloaded"),
+		fakeopenai.ErrorStep(503, "upstream overloaded"),
+	)
+	s.say(th, "ev-1", "hello?")
+	end := s.waitState(th, "failed turn", done)
+	if end.Status != workflows.StatusFailed || !strings.Contains(end.Error, "503") && !strings.Contains(strings.ToLower(end.Error), "unavailable") && !strings.Contains(end.Error, "overloaded") {
+		t.Fatalf("the turn should fail with the reason: %s", dump(end))
+	}
+	if n := len(s.model.Requests()); n != 2 {
+		t.Fatalf("model tried %d times, want the configured 2 attempts", n)
+	}
+	s.model.Push(fakeopenai.FinalStep("back online"))
+	s.say(th, "ev-2", "and now?")
+	end = s.waitState(th, "turn 2", func(ts workflows.TurnState) bool { return ts.Turn == 2 && done(ts) })
+	if end.Status != workflows.StatusComplete || end.FinalText != "back online" {
+		t.Fatalf("the session should be usable after a failed turn: %s", dump(end))
+	}
+}
+
+func TestBadModelKeyFailsAtOnceWithAClearMessage(t *testing.T) {
+	s := newStack(t)
+	th := s.thread("bad-key")
+	s.model.Push(fakeopenai.ErrorStep(401, "Incorrect API key provided"))
+	s.say(th, "ev-1", "hello?")
+	end := s.waitState(th, "failed turn", done)
+	if end.Status != workflows.StatusFailed || !strings.Contains(end.Error, "401") {
+		t.Fatalf("want a failed turn naming the 401: %s", dump(end))
+	}
+	if strings.Contains(end.Error, s.cfg.Model.APIKey) {
+		t.Fatal("the error shows the API key")
+	}
+	if n := len(s.model.Requests()); n != 1 {
+		t.Fatalf("a 401 must not be retried; model called %d times", n)
+	}
+}

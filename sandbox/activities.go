@@ -44,6 +44,8 @@ type SnapshotStore interface {
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
 	Copy(ctx context.Context, from, to string) error
 	DeletePrefix(ctx context.Context, prefix string) (int, error)
+	// Delete removes one key; a missing key is not an error.
+	Delete(ctx context.Context, key string) error
 }
 
 // Activities are the sandbox activities of the session workflow. Register

@@ -60,8 +60,7 @@ func (a *Activities) DeleteSnapshots(ctx context.Context, req DeleteSnapshotsReq
 		if !strings.HasPrefix(k, "sessions/") || !strings.HasSuffix(k, ".tar") {
 			return badRequest("sandbox: delete snapshots: %q is not a snapshot key", k)
 		}
-		// A full key is a prefix that matches only itself.
-		if _, err := a.Store.DeletePrefix(ctx, k); err != nil {
+		if err := a.Store.Delete(ctx, k); err != nil {
 			return classify("delete snapshot", err)
 		}
 	}

@@ -34,6 +34,9 @@ type session struct {
 	turnsThisRun     int
 	lastIndex        *indexed
 	forksInFlight    int
+	// forceEnsure makes the next sandbox use go through Ensure even with a
+	// known handle (the handle's sandbox was reported gone).
+	forceEnsure bool
 }
 
 // Session is the session workflow. It registers its handlers before doing

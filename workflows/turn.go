@@ -286,7 +286,15 @@ func (s *session) exec(ctx workflow.Context, callID string, commands []string, t
 	if notStarted && ctx.Err() == nil {
 		// Nothing ran: the holding worker never picked the call up, or the
 		// sandbox vanished. Restore the sandbox and run the call there.
-		s.st.Handle = nil
+		if te != nil {
+			// The host is unreachable: restore elsewhere at once rather
+			// than wait for it again.
+			s.notice("The worker holding this session's sandbox is unreachable; restoring the workspace from the last snapshot elsewhere.")
+			s.st.Handle = nil
+		} else {
+			// Keep the handle, so Ensure sees it is gone and says so.
+			s.forceEnsure = true
+		}
 		if handle, err = s.ensureSandbox(ctx); err == nil {
 			req.Handle = handle
 			err = workflow.ExecuteActivity(execOptions(ctx, req, s.st.Settings.ExecHeartbeat), sandboxActs.Exec, req).Get(ctx, &res)
@@ -353,9 +361,10 @@ func (s *session) ensureSandbox(ctx workflow.Context) (sandbox.Handle, error) {
 	// A known sandbox is used as is: if it was lost, Exec answers
 	// ErrTypeNotFound without running anything and exec comes back here
 	// with the handle cleared. That saves an activity on every turn.
-	if s.st.Handle != nil && s.st.Handle.Backend == s.st.Backend && !s.st.Suspended {
+	if s.st.Handle != nil && s.st.Handle.Backend == s.st.Backend && !s.st.Suspended && !s.forceEnsure {
 		return *s.st.Handle, nil
 	}
+	s.forceEnsure = false
 	req := sandbox.EnsureRequest{
 		SessionID: s.id, Backend: s.st.Backend, Handle: s.st.Handle, Snapshot: s.st.Snapshot,
 		Labels: map[string]string{"sandbot.platform": s.st.Location.Platform},

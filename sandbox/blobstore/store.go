@@ -173,6 +173,15 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
 	}
 }
 
+// Delete removes key. A key that does not exist is not an error, so a
+// retried delete succeeds.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return fmt.Errorf("blobstore: delete %s: %w", key, err)
+	}
+	return nil
+}
+
 func notFound(err error) error {
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)

@@ -192,3 +192,30 @@ func readAll(t *testing.T, s *Store, key string) []byte {
 	}
 	return data
 }
+
+func TestDeleteOneKey(t *testing.T) {
+	for kind, s := range stores(t) {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			old := sandbox.SnapshotKey("session/console//local/x", 1)
+			cur := sandbox.SnapshotKey("session/console//local/x", 2)
+			for _, k := range []string{old, cur} {
+				if _, err := s.Put(ctx, k, bytes.NewReader([]byte(k))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Delete(ctx, old); err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+			if ok, _ := s.Exists(ctx, old); ok {
+				t.Fatal("deleted key still exists")
+			}
+			if ok, _ := s.Exists(ctx, cur); !ok {
+				t.Fatal("Delete removed a neighbouring key")
+			}
+			if err := s.Delete(ctx, old); err != nil {
+				t.Fatalf("deleting a missing key must succeed (retries): %v", err)
+			}
+		})
+	}
+}

@@ -274,3 +274,28 @@ func TestSweepRemovesOrphansOnly(t *testing.T) {
 		t.Errorf("unmanaged container removed: %v", err)
 	}
 }
+
+func TestSweepStaysWithinItsDeployment(t *testing.T) {
+	mine := newBackend(t, docker.Options{Labels: map[string]string{"sandbot.deployment": "ns.queue-a-" + t.Name()}})
+	theirs := newBackend(t, docker.Options{Labels: map[string]string{"sandbot.deployment": "ns.queue-b-" + t.Name()}})
+	ctx := ctxT(t)
+	own := sandboxtest.NewSandbox(t, mine)
+	other := sandboxtest.NewSandbox(t, theirs)
+	var asked []string
+	removed, err := mine.Sweep(ctx, func(session string) (bool, error) {
+		asked = append(asked, session)
+		return false, nil // every session this deployment can see has ended
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(removed, []string{own.ID}) {
+		t.Errorf("removed %v, want only this deployment's %s", removed, own.ID)
+	}
+	if slices.Contains(asked, other.SessionID) {
+		t.Error("the sweeper asked about another deployment's session")
+	}
+	if alive, err := theirs.Alive(ctx, other); err != nil || !alive {
+		t.Errorf("another deployment's sandbox was touched: alive=%v err=%v", alive, err)
+	}
+}

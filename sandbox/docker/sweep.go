@@ -10,7 +10,8 @@ import (
 )
 
 // Sweep removes sandbot containers on this daemon whose session is gone:
-// every container labelled sandbot.managed=true whose sandbot.session the
+// every container labelled sandbot.managed=true (and with all of the
+// backend's Options.Labels) whose sandbot.session the
 // alive callback reports as ended. A container is kept whenever alive
 // fails for its session (an unsure answer must not destroy a workspace);
 // those failures are joined into the returned error, after the other
@@ -19,10 +20,15 @@ import (
 // alive is called at most once per session and may be slow (a Temporal
 // describe call, for example); Sweep checks ctx between containers.
 func (b *Backend) Sweep(ctx context.Context, alive func(sessionID string) (bool, error)) (removed []string, err error) {
-	list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{
-		All:     true,
-		Filters: make(client.Filters).Add("label", LabelManaged+"=true"),
-	})
+	// Only this deployment's containers: the backend's own labels (the
+	// worker sets one naming its Temporal namespace and task queue) keep two
+	// sandbot installations on one Docker host from sweeping each other's
+	// sandboxes, whose sessions the other cannot see.
+	filters := make(client.Filters).Add("label", LabelManaged+"=true")
+	for k, v := range b.opts.Labels {
+		filters = filters.Add("label", k+"="+v)
+	}
+	list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
 	if err != nil {
 		return nil, b.classify("sweep: list containers", err)
 	}
