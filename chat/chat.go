@@ -118,6 +118,11 @@ type Budget struct {
 	// status message and the start of the next (Slack: 1.5 s, Discord: 1 s).
 	// States that arrive meanwhile are coalesced: only the latest is sent.
 	MinEditInterval time.Duration
+	// EditBurst lets up to this many edits of one message go out back to
+	// back after a quiet spell, refilled at one per MinEditInterval (a
+	// token bucket). 0 or 1 means strict spacing. Discord allows about 5
+	// edits per 5 s per channel, and every session thread is a channel.
+	EditBurst int
 	// Limiter, if set, is waited on before every Post, Edit and PostText the
 	// watcher makes, so several threads can share a platform-wide budget.
 	Limiter Limiter

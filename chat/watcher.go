@@ -57,6 +57,9 @@ type view struct {
 	shown   *Card  // card on screen (nil: unknown or none)
 	pending *Card  // newer card waiting for its edit
 	lastEnd time.Time
+	// tokens and tokensAt are the edit bucket when Budget.EditBurst > 1.
+	tokens   float64
+	tokensAt time.Time
 	last    workflows.TurnState
 }
 
@@ -236,7 +239,7 @@ func (w *watcher) follow(ctx context.Context, want int) (last int, ok bool) {
 		}
 		d := interval
 		if v != nil && v.pending != nil {
-			d = min(d, max(v.lastEnd.Add(w.budget.MinEditInterval).Sub(clock.Now()), 0))
+			d = min(d, max(w.nextEdit(v).Sub(clock.Now()), 0))
 		}
 		select {
 		case <-ctx.Done():
@@ -299,6 +302,44 @@ func (w *watcher) approverHint(ctx context.Context) string {
 	return strings.Join(who, ", ")
 }
 
+// nextEdit is when the next edit of v's message may start.
+func (w *watcher) nextEdit(v *view) time.Time {
+	iv := w.budget.MinEditInterval
+	if w.budget.EditBurst <= 1 {
+		return v.lastEnd.Add(iv)
+	}
+	now := w.c.clock.Now()
+	if v.tokensAt.IsZero() {
+		return now // nothing spent yet: the bucket is full
+	}
+	tokens := w.refill(v, now)
+	if tokens >= 1 {
+		return now
+	}
+	// A millisecond of slack keeps float rounding from going early.
+	return now.Add(time.Duration((1-tokens)*float64(iv)) + time.Millisecond)
+}
+
+func (w *watcher) refill(v *view, now time.Time) float64 {
+	t := v.tokens + float64(now.Sub(v.tokensAt))/float64(w.budget.MinEditInterval)
+	return min(t, float64(w.budget.EditBurst))
+}
+
+// spend takes one edit from v's bucket.
+func (w *watcher) spend(v *view) {
+	if w.budget.EditBurst <= 1 {
+		return
+	}
+	now := w.c.clock.Now()
+	if v.tokensAt.IsZero() {
+		v.tokens = float64(w.budget.EditBurst) // a fresh message starts full
+	} else {
+		v.tokens = w.refill(v, now)
+	}
+	v.tokens--
+	v.tokensAt = now
+}
+
 // flush shows the pending card if the platform's pace allows. final waits
 // for the pace instead of skipping.
 func (w *watcher) flush(ctx context.Context, v *view, final bool) {
@@ -306,7 +347,7 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 		return
 	}
 	clock := w.c.clock
-	if wait := v.lastEnd.Add(w.budget.MinEditInterval).Sub(clock.Now()); wait > 0 && !v.lastEnd.IsZero() {
+	if wait := w.nextEdit(v).Sub(clock.Now()); wait > 0 && !v.lastEnd.IsZero() {
 		if !final {
 			return
 		}
@@ -323,6 +364,7 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 	if v.ref == "" {
 		ref, err := w.p.Post(ctx, w.th, card)
 		v.lastEnd = clock.Now()
+		w.spend(v)
 		if err != nil {
 			w.log.Warn("watcher: post status failed", "turn", v.turn, "err", err)
 			return
@@ -333,6 +375,7 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 	}
 	err := w.p.Edit(ctx, w.th, v.ref, card)
 	v.lastEnd = clock.Now()
+	w.spend(v)
 	if err != nil {
 		// Logged, not fatal: the card stays pending and the next one retries.
 		w.log.Warn("watcher: edit status failed", "turn", v.turn, "err", err)

@@ -438,3 +438,45 @@ func TestWatcherStopsWhenSessionPaused(t *testing.T) {
 		t.Errorf("paused session: %d polls, events %+v", n, p.Events())
 	}
 }
+
+func TestWatcherEditBurstStaysWithinTheBucket(t *testing.T) {
+	var states []workflows.TurnState
+	cmds := []string{}
+	for v := int64(1); v <= 40; v++ {
+		cmds = append(cmds, fmt.Sprint("step ", v))
+		states = append(states, running(1, v, cmds...))
+	}
+	states = append(states, done(1, 41, "ok"))
+	s := &script{states: states}
+	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: s.next}
+	clock := newAutoClock()
+	const burst = 5
+	c := newTestCore(t, f, clock, func(cfg *CoreConfig) {
+		cfg.Budgets = map[string]Budget{"test": {MinEditInterval: time.Second, EditBurst: burst}}
+	})
+	p := &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg("e1", "go")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	ops := append(p.ops("post"), p.ops("edit")...)
+	if len(ops) < 3 {
+		t.Fatalf("only %d posts and edits", len(ops))
+	}
+	// A burst goes out faster than the steady pace...
+	if gap := ops[1].At.Sub(ops[0].At); gap >= time.Second {
+		t.Errorf("the first edit waited %v after the post; a full bucket should let it go at the next poll", gap)
+	}
+	// ...but no window ever holds more than the bucket allows.
+	for i := range ops {
+		for j := i + 1; j < len(ops); j++ {
+			allowed := burst + int(ops[j].At.Sub(ops[i].At)/time.Second)
+			if n := j - i + 1; n > allowed {
+				t.Fatalf("%d edits between %v and %v; a bucket of %d refilled at 1/s allows %d", n, ops[i].At, ops[j].At, burst, allowed)
+			}
+		}
+	}
+	if last := p.ops("edit"); last[len(last)-1].Card.Title != "✅ Done" {
+		t.Errorf("last edit is %q, want the final Done card", last[len(last)-1].Card.Title)
+	}
+}

@@ -183,6 +183,19 @@ func TestDestroyCleansUp(t *testing.T) {
 	}
 }
 
+// sweepBackend is a docker backend labelled as the worker of the given
+// deployment labels its own (see app.LabelDeployment), for calling
+// app.SweepOrphans the way that worker's sweeper does.
+func (e *env5) sweepBackend(namespace, taskQueue string) sandbox.Backend {
+	e.t.Helper()
+	b, err := docker.New(e.docker, docker.Options{Image: e.image,
+		Labels: map[string]string{app.LabelDeployment: namespace + "." + taskQueue}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return b
+}
+
 func TestOrphanSweeper(t *testing.T) {
 	e := newEnv5(t, true, onDocker)
 	orphan, live := e.thread("orphan"), e.thread("live")
@@ -197,11 +210,7 @@ func TestOrphanSweeper(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b, err := docker.New(e.docker, docker.Options{Image: e.image})
-	if err != nil {
-		t.Fatal(err)
-	}
-	removed := app.SweepOrphans(e.ctx, e.c, []sandbox.Backend{b}, e.log)
+	removed := app.SweepOrphans(e.ctx, e.c, []sandbox.Backend{e.sweepBackend(e.cfg.Temporal.Namespace, e.cfg.Temporal.TaskQueue)}, e.log)
 	if !slices.Contains(removed, oc.ID) || slices.Contains(removed, lc.ID) {
 		t.Fatalf("sweep removed %q; want the orphan %s and not the live %s", removed, oc.ID, lc.ID)
 	}
@@ -241,10 +250,8 @@ func TestSweeperSparesAnotherDeploymentsContainers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer oc.Close()
-	b, err := docker.New(e.docker, docker.Options{Image: e.image})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The other deployment's worker labels and sweeps its own containers.
+	b := e.sweepBackend(other.Namespace(), "other-deployment")
 	removed := app.SweepOrphans(e.ctx, oc, []sandbox.Backend{b}, e.log)
 	if slices.Contains(removed, ctr.ID) {
 		t.Fatalf("a sweep by another deployment removed this deployment's live container %s (session %s is running)", ctr.ID, th.ID())

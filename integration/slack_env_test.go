@@ -174,9 +174,18 @@ func (e *slackEnv) wait(what string, cond func(fakeslack.Snapshot) bool) fakesla
 	defer cancel()
 	snap, err := e.f.WaitFor(ctx, cond)
 	if err != nil {
-		e.t.Fatalf("waiting for %s: %v", what, err)
+		e.t.Fatalf("waiting for %s: %v\nchannel %s now shows:\n%s", what, err, e.channel, e.describe(snap))
 	}
 	return snap
+}
+
+// describe lists the channel's messages for failure reports.
+func (e *slackEnv) describe(s fakeslack.Snapshot) string {
+	var b strings.Builder
+	for _, m := range s.Messages[e.channel] {
+		fmt.Fprintf(&b, "- ts %s thread %q user %s bot %q updates %d buttons %d files %v:\n%s\n", m.TS, m.ThreadTS, m.User, m.BotID, m.Updates, len(m.Buttons()), m.Files, messageText(m))
+	}
+	return b.String()
 }
 
 // idle waits until every envelope sent so far is acked and the adapter has

@@ -194,7 +194,11 @@ func (c Config) Budget() chat.Budget {
 	c = c.withDefaults()
 	return chat.Budget{
 		MinEditInterval: c.EditInterval,
-		MaxButtonValue:  chat.MaxDiscordButtonValue,
+		// Discord allows about 5 edits per 5 s per channel, and each session
+		// is its own thread (channel): a burst of 5 shows quick tool calls
+		// at once and still averages one edit per EditInterval.
+		EditBurst:      5,
+		MaxButtonValue: chat.MaxDiscordButtonValue,
 		// A status card goes into one embed (4,096 characters of
 		// description); this leaves room for Markdown the renderer adds.
 		MaxCardChars: 3500,
