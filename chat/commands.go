@@ -64,7 +64,7 @@ var commands = []struct{ name, usage, help string }{
 	{CmdResume, "/resume", "resume a paused session"},
 	{CmdBackend, "/backend [NAME]", "show the sandbox backend, or switch to NAME at the next turn boundary"},
 	{CmdFork, `/fork ["title"] [backend]`, "copy this session (conversation and workspace) into a new thread"},
-	{CmdSessions, "/sessions", "running sessions in this channel"},
+	{CmdSessions, "/sessions [all]", "your running sessions in this channel (all: everyone's)"},
 	{CmdDestroy, "/destroy confirm", "end the session and delete its sandbox and snapshots"},
 }
 
@@ -314,7 +314,8 @@ func (c *Core) HandleCommand(ctx context.Context, p Poster, th Thread, u User, c
 	case CmdSessions:
 		cctx, cancel := short()
 		defer cancel()
-		return c.sessions(cctx, p, th)
+		all := len(cmd.Args) > 0 && strings.EqualFold(cmd.Args[0], "all")
+		return c.sessions(cctx, p, th, u, all)
 	case CmdDestroy:
 		if !cmd.Confirm {
 			return Reply{Text: "This ends the session and deletes its sandbox and snapshots; it cannot be undone. Send `/destroy confirm` to go ahead.", Ephemeral: true}, nil

@@ -67,16 +67,23 @@ func (c *Core) status(ctx context.Context, p Poster, th Thread) (Reply, error) {
 }
 
 // sessions answers /sessions: running sessions in th's channel.
-func (c *Core) sessions(ctx context.Context, p Poster, th Thread) (Reply, error) {
-	list, err := c.s.List(ctx, ListFilter{Platform: th.Platform, Workspace: th.Workspace, Channel: th.Channel, ActiveOnly: true, Limit: maxListed + 1})
+func (c *Core) sessions(ctx context.Context, p Poster, th Thread, u User, all bool) (Reply, error) {
+	f := ListFilter{Platform: th.Platform, Workspace: th.Workspace, Channel: th.Channel, ActiveOnly: true, Limit: maxListed + 1}
+	heading, none := "**Your running sessions in this channel**", "You have no running sessions in this channel. Mention me with a task to start one (`/sessions all` lists everyone's)."
+	if all {
+		heading, none = "**Running sessions in this channel**", "No sessions are running in this channel. Mention me with a task to start one."
+	} else {
+		f.Owner = u.ID
+	}
+	list, err := c.s.List(ctx, f)
 	if err != nil {
 		return Reply{Text: UserMessage(err), Ephemeral: true}, c.internal(err, "sessions", th.ID())
 	}
 	if len(list) == 0 {
-		return Reply{Text: "No sessions are running in this channel. Mention me with a task to start one.", Ephemeral: true}, nil
+		return Reply{Text: none, Ephemeral: true}, nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "**Running sessions in this channel**\n")
+	b.WriteString(heading + "\n")
 	for i, s := range list {
 		if i == maxListed {
 			fmt.Fprintf(&b, "…and more.\n")

@@ -34,7 +34,7 @@ func (e *env5) fork(src chat.Thread, command string, atTurn int, backend string)
 }
 
 func TestForkIsolation(t *testing.T) {
-	e := newEnv5(t, false, never)
+	e := newEnv5(t, false, noApprovals)
 	src := e.thread("source")
 	e.turn(src, 1, "make the base file",
 		fakeopenai.ToolCallStep("c1", "shell", shell("echo base > shared.txt")),
@@ -104,7 +104,7 @@ func TestForkIsolation(t *testing.T) {
 }
 
 func TestForkOntoDocker(t *testing.T) {
-	e := newEnv5(t, true, never)
+	e := newEnv5(t, true, noApprovals)
 	src := e.thread("source")
 	e.turn(src, 1, "make files",
 		fakeopenai.ToolCallStep("c1", "shell", shell("echo parent-file > shared.txt", "mkdir -p sub && echo nested > sub/n.txt")),
@@ -195,7 +195,7 @@ func TestForkDuringATurnUsesTheLastCompletedTurn(t *testing.T) {
 //	go test ./integration -run '^$' -bench ForkLatency -benchtime=1x
 func BenchmarkForkLatency(b *testing.B) {
 	const forks = 10
-	e := newEnv5(b, false, never)
+	e := newEnv5(b, false, noApprovals)
 	src := e.thread("source")
 	e.turn(src, 1, "make a workspace",
 		fakeopenai.ToolCallStep("c1", "shell", shell("mkdir -p src && for i in 1 2 3 4 5 6 7 8 9 10; do echo line $i > src/f$i.txt; done")),

@@ -17,7 +17,7 @@ import (
 // Session discovery: /sessions in a channel, and the Sandbot* search
 // attributes behind it.
 
-var bob = chat.User{ID: "U-bob", Name: "bob"}
+var bobUser = chat.User{ID: "U-bob", Name: "bob"}
 
 // waitListed waits until the visibility query lists exactly want (workflow
 // IDs, in any order): visibility is eventually consistent.
@@ -45,13 +45,13 @@ func (e *env5) waitListed(query string, want ...string) {
 }
 
 func TestSessionsList(t *testing.T) {
-	e := newEnv5(t, false, never)
+	e := newEnv5(t, false, noApprovals)
 	a1, a2 := e.thread("alice-1"), e.thread("alice-2")
 	elsewhere := chat.Thread{Platform: "console", Channel: e.channel + "-elsewhere", Thread: "bob-1"}
 	e.turn(a1, 1, "first task", fakeopenai.FinalStep("one"))
 	e.turn(a2, 1, "second task", fakeopenai.FinalStep("two"))
 	e.model.Push(fakeopenai.FinalStep("three"))
-	e.send(elsewhere, bob, "ev-bob-1", "bob's task")
+	e.send(elsewhere, bobUser, "ev-bob-1", "bob's task")
 	e.waitState(elsewhere, "bob's turn", func(ts workflows.TurnState) bool { return ts.Turn == 1 && done(ts) })
 	fork := e.fork(a1, `/fork "alice's fork"`, 1, "local")
 
@@ -82,9 +82,14 @@ func TestSessionsList(t *testing.T) {
 		t.Fatalf("/sessions lists %d sessions, want 3:\n%s", n, r)
 	}
 
-	// Another channel sees only its own.
+	// In another channel alice has no sessions of her own; "all" shows
+	// that channel's, and only those.
 	r = e.command(elsewhere, "/sessions")
-	if !strings.Contains(r, "`bob-1` **bob's task**") || strings.Contains(r, "alice") {
-		t.Fatalf("/sessions in bob's channel:\n%s", r)
+	if !strings.Contains(r, "You have no running sessions in this channel") {
+		t.Fatalf("/sessions as alice in bob's channel:\n%s", r)
+	}
+	r = e.command(elsewhere, "/sessions all")
+	if !strings.Contains(r, "`bob-1` **bob's task**") || strings.Contains(r, "alice-") {
+		t.Fatalf("/sessions all in bob's channel:\n%s", r)
 	}
 }

@@ -231,9 +231,15 @@ func (e *slackEnv) waitMessage(ts, what string, cond func(fakeslack.Message) boo
 	return got
 }
 
-// botMessages are the bot's messages in a thread (the root is the user's).
+// botMessages are sandbot's messages in a thread (not other bots').
 func (e *slackEnv) botMessages(th chat.Thread) []fakeslack.Message {
-	return e.f.Snapshot().BotMessages(th.Channel, th.Thread)
+	var out []fakeslack.Message
+	for _, m := range e.f.Snapshot().BotMessages(th.Channel, th.Thread) {
+		if m.BotID == e.f.Options().BotID {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // botTS lists the ts of the bot's messages in a thread, in order.

@@ -18,7 +18,7 @@ import (
 // session, a switch asked for mid-turn waits for the turn boundary, and an
 // unusable backend leaves the session usable elsewhere.
 
-func never(c *config.Config) { c.Session.ApprovalMode = "never" }
+func noApprovals(c *config.Config) { c.Session.ApprovalMode = "never" }
 
 // onLocal checks that pwd printed a directory under the stack's local root.
 func (e *env5) onLocal(pwd string) bool {
@@ -43,7 +43,7 @@ func (e *env5) waitBackend(th chat.Thread, from, to string) workflows.TurnState 
 }
 
 func TestBackendSwitchCarriesWorkspace(t *testing.T) {
-	e := newEnv5(t, true, never)
+	e := newEnv5(t, true, noApprovals)
 	th := e.thread("carry")
 
 	ts := e.turn(th, 1, "make a file",
@@ -150,7 +150,7 @@ func TestBackendSwitchMidTurnIsDeferred(t *testing.T) {
 
 func TestUnavailableDockerBackend(t *testing.T) {
 	const missing = "sandbot-test/missing:0"
-	e := newEnv5(t, true, never, func(c *config.Config) { c.Docker.Image = missing })
+	e := newEnv5(t, true, noApprovals, func(c *config.Config) { c.Docker.Image = missing })
 	th := e.thread("unavailable")
 	e.turn(th, 1, "keep this",
 		fakeopenai.ToolCallStep("c1", "shell", shell("echo kept > kept.txt")),
@@ -199,7 +199,7 @@ func TestUnavailableDockerBackend(t *testing.T) {
 // supersedes is deleted at the next turn boundary, so a long session does
 // not pile up one archive per turn.
 func TestSupersededSnapshotsAreDeleted(t *testing.T) {
-	e := newEnv5(t, false, never)
+	e := newEnv5(t, false, noApprovals)
 	th := e.thread("superseded")
 	e.turn(th, 1, "first version",
 		fakeopenai.ToolCallStep("c1", "shell", shell("echo one > v.txt")),
