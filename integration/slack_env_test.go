@@ -61,6 +61,9 @@ type slackOptions struct {
 	adapter func(*slack.Config)
 }
 
+// slackNoApprovals runs every command without asking (approval mode never).
+func slackNoApprovals(c *config.Config) { c.Session.ApprovalMode = "never" }
+
 func newSlackEnv(t testing.TB, o slackOptions) *slackEnv {
 	t.Helper()
 	n := slackWorlds.Add(1)

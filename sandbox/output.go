@@ -220,3 +220,13 @@ func (r *ring) bytes() []byte {
 	out := make([]byte, 0, r.size)
 	return append(append(out, r.buf[r.start:]...), r.buf[:r.start]...)
 }
+
+// FillOutput copies captured stdout and stderr into r, with the dropped
+// byte count, the truncation flag and whether either looked binary.
+func (r *Result) FillOutput(stdout, stderr *OutputBuffer) {
+	out, errOut := stdout.Output(), stderr.Output()
+	r.Stdout, r.Stderr = out.Text, errOut.Text
+	r.DroppedBytes = out.Dropped + errOut.Dropped
+	r.Binary = out.Binary || errOut.Binary
+	r.Truncated = r.DroppedBytes > 0
+}

@@ -10,11 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/internal/app"
-	"github.com/sandbot/sandbot/internal/logging"
 )
 
 func main() {
@@ -27,19 +24,9 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	cfg, err := config.Load()
+	cfg, log, c, err := app.Connect(ctx, config.RoleWorker)
 	if err != nil {
 		return err
-	}
-	if err := cfg.Validate(config.RoleWorker); err != nil {
-		return fmt.Errorf("invalid configuration:\n%w", err)
-	}
-	log := logging.New(os.Stderr, cfg.LogLevel)
-	c, err := client.DialContext(ctx, client.Options{
-		HostPort: cfg.Temporal.Address, Namespace: cfg.Temporal.Namespace, Logger: logging.Temporal(log.With("component", "temporal")),
-	})
-	if err != nil {
-		return fmt.Errorf("connect to Temporal at %s: %w", cfg.Temporal.Address, err)
 	}
 	defer c.Close()
 	if err := app.EnsureSearchAttributes(ctx, c, cfg.Temporal.Namespace, log); err != nil {

@@ -136,17 +136,7 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 	duration := time.Since(start)
 
 	res := sandbox.Result{TimedOut: timedOut, Duration: duration, ExitCode: -1}
-	for i, buf := range []*sandbox.OutputBuffer{stdout, stderr} {
-		o := buf.Output()
-		if i == 0 {
-			res.Stdout = o.Text
-		} else {
-			res.Stderr = o.Text
-		}
-		res.DroppedBytes += o.Dropped
-		res.Binary = res.Binary || o.Binary
-	}
-	res.Truncated = res.DroppedBytes > 0
+	res.FillOutput(stdout, stderr)
 
 	code, inspectErr := b.exitCode(cctx, execID)
 	if inspectErr == nil {

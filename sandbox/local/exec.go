@@ -114,17 +114,7 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 	}
 
 	res := sandbox.Result{ExitCode: exitCode(cmd.ProcessState), TimedOut: timedOut, Duration: duration}
-	for i, buf := range []*sandbox.OutputBuffer{stdout, stderr} {
-		o := buf.Output()
-		if i == 0 {
-			res.Stdout = o.Text
-		} else {
-			res.Stderr = o.Text
-		}
-		res.DroppedBytes += o.Dropped
-		res.Binary = res.Binary || o.Binary
-	}
-	res.Truncated = res.DroppedBytes > 0
+	res.FillOutput(stdout, stderr)
 	if ctxErr != nil {
 		return res, fmt.Errorf("local: exec: %w", ctxErr)
 	}
