@@ -60,7 +60,7 @@ type view struct {
 	// tokens and tokensAt are the edit bucket when Budget.EditBurst > 1.
 	tokens   float64
 	tokensAt time.Time
-	last    workflows.TurnState
+	last     workflows.TurnState
 }
 
 // watch makes sure a watcher follows th's session up to turn. It is
