@@ -94,6 +94,10 @@ func (c Config) validate() (Config, error) {
 
 // redactURL drops credentials and the query (which may carry keys) from a
 // URL before it is shown anywhere.
+// RedactURL drops credentials, query and fragment from an endpoint URL so
+// it can be printed or logged.
+func RedactURL(raw string) string { return redactURL(raw) }
+
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {

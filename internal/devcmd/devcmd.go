@@ -15,6 +15,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/internal/app"
 	"github.com/sandbot/sandbot/internal/devserver"
@@ -83,7 +84,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stdout, "  temporal ui: %s\n", u)
 	}
 	fmt.Fprintf(stdout, "  model: %s at %s\n  workspaces: %s\n  snapshots: %s\n  log: %s\n",
-		cfg.Model.Name, cfg.Model.BaseURL, cfg.Sandbox.LocalRoot, cfg.Sandbox.SnapshotURL, logPath)
+		cfg.Model.Name, agent.RedactURL(cfg.Model.BaseURL), cfg.Sandbox.LocalRoot, cfg.Sandbox.SnapshotURL, logPath)
 
 	c, err := srv.NewClient(ctx, client.Options{Logger: logging.Temporal(log.With("component", "temporal"))})
 	if err != nil {
