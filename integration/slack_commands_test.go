@@ -18,35 +18,6 @@ import (
 	"github.com/sandbot/sandbot/workflows"
 )
 
-// waitBotText waits for a message of the bot in th, other than those in
-// skip, whose text contains every part, and returns it.
-func (e *slackEnv) waitBotText(th chat.Thread, what string, skip []string, parts ...string) fakeslack.Message {
-	e.t.Helper()
-	var got fakeslack.Message
-	e.wait(what, func(s fakeslack.Snapshot) bool {
-		for _, m := range s.BotMessages(th.Channel, th.Thread) {
-			if m.BotID != e.f.Options().BotID || slices.Contains(skip, m.TS) {
-				continue
-			}
-			text, ok := messageText(m), true
-			for _, p := range parts {
-				ok = ok && strings.Contains(text, p)
-			}
-			if ok {
-				got = m
-				return true
-			}
-		}
-		return false
-	})
-	return got
-}
-
-// threadURL is the link Slack shows for a thread's root message.
-func (e *slackEnv) threadURL(th chat.Thread) string {
-	return "https://" + e.f.Options().TeamDomain + ".slack.com/archives/" + th.Channel + "/p" + strings.ReplaceAll(th.Thread, ".", "")
-}
-
 // TestSlackCommandsInThread: slash commands do not work in Slack threads,
 // so commands are typed after a mention (or with a "!" prefix). In a
 // session thread whose turn waits for an approval, "@sandbot /status"
@@ -90,7 +61,7 @@ func TestSlackCommandsInThread(t *testing.T) {
 		t.Fatalf("!stop answer = %q", stopped.Text)
 	}
 	e.waitMessage(ref, "the stopped status message", func(m fakeslack.Message) bool {
-		return hasLine(messageText(m), "⏹️ Stopped") && len(m.Buttons()) == 0
+		return hasLine(messageText(m), "⏹️ Stopped") && len(shownButtons(m)) == 0
 	})
 	if _, ok := workspaceFile(t, e.s, th, "should-not-exist"); ok {
 		t.Fatal("the command of the stopped turn ran")

@@ -123,13 +123,17 @@ func sleep(ctx context.Context, d time.Duration) error {
 // from the end of one edit to the start of the next, as Slack sees them.
 type editPacer struct {
 	interval time.Duration
-	mu       sync.Mutex
-	last     map[string]time.Time // message key → end of its last edit
-	busy     map[string]chan struct{}
+	// started is when this adapter started. A message it has not edited yet
+	// may have been edited by the previous bot process just before a
+	// restart, so the pacer counts the start as that message's last edit.
+	started time.Time
+	mu      sync.Mutex
+	last    map[string]time.Time // message key → end of its last edit
+	busy    map[string]chan struct{}
 }
 
 func newEditPacer(interval time.Duration) *editPacer {
-	return &editPacer{interval: interval, last: map[string]time.Time{}, busy: map[string]chan struct{}{}}
+	return &editPacer{interval: interval, started: time.Now(), last: map[string]time.Time{}, busy: map[string]chan struct{}{}}
 }
 
 // begin waits until key may be edited and marks it busy; the returned
@@ -146,7 +150,11 @@ func (p *editPacer) begin(ctx context.Context, key string) (end func(), err erro
 				return nil, ctx.Err()
 			}
 		}
-		wait := time.Until(p.last[key].Add(p.interval))
+		last, ok := p.last[key]
+		if !ok {
+			last = p.started
+		}
+		wait := time.Until(last.Add(p.interval))
 		if wait <= 0 {
 			ch := make(chan struct{})
 			p.busy[key] = ch

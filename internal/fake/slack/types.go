@@ -128,9 +128,9 @@ func (m Message) Buttons() []Button {
 			ActionID string `json:"action_id"`
 			Value    string `json:"value"`
 			Style    string `json:"style"`
-			Text     struct {
-				Text string `json:"text"`
-			} `json:"text"`
+			// Text is an object on buttons but a plain string on context
+			// elements, so it is decoded per type below.
+			Text json.RawMessage `json:"text"`
 		} `json:"elements"`
 	}
 	if m.RawBlocks == "" || json.Unmarshal([]byte(m.RawBlocks), &raw) != nil {
@@ -143,7 +143,11 @@ func (m Message) Buttons() []Button {
 		}
 		for _, e := range b.Elements {
 			if e.Type == "button" {
-				out = append(out, Button{BlockID: b.BlockID, ActionID: e.ActionID, Value: e.Value, Text: e.Text.Text, Style: e.Style})
+				var label struct {
+					Text string `json:"text"`
+				}
+				_ = json.Unmarshal(e.Text, &label)
+				out = append(out, Button{BlockID: b.BlockID, ActionID: e.ActionID, Value: e.Value, Text: label.Text, Style: e.Style})
 			}
 		}
 	}
