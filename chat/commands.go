@@ -161,6 +161,10 @@ func ParseCommand(text string) (cmd Command, ok bool, err error) {
 			return cmd, true, usage()
 		}
 		cmd.Confirm = len(args) == 1
+	case CmdSessions:
+		if len(args) > 1 || len(args) == 1 && strings.ToLower(args[0]) != "all" {
+			return cmd, true, usage()
+		}
 	default:
 		if len(args) > 0 {
 			return cmd, true, userErrorf("/%s takes no arguments.", name)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -30,12 +31,17 @@ type script struct {
 	mu    sync.Mutex
 	steps []agent.ModelResponse
 	reqs  []agent.ModelRequest
+	// fail, when set, is returned by every call instead of a step.
+	fail error
 }
 
 func (s *script) complete(_ context.Context, req agent.ModelRequest) (agent.ModelResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reqs = append(s.reqs, req)
+	if s.fail != nil {
+		return agent.ModelResponse{}, s.fail
+	}
 	if len(s.steps) == 0 {
 		return agent.ModelResponse{Content: "(no more steps)"}, nil
 	}
@@ -510,5 +516,18 @@ func TestSupersededSnapshotsAreDeleted(t *testing.T) {
 	}
 	if len(h.deleted) != 1 || h.deleted[0] != first {
 		t.Fatalf("deleted %q, want only the superseded %q", h.deleted, first)
+	}
+}
+
+func TestModelFailureFailsTheTurnNotStopsIt(t *testing.T) {
+	h := newHarness(t)
+	h.model.fail = temporal.NewNonRetryableApplicationError("model endpoint rejected the API key (401)", agent.ErrTypeModelAuth, nil)
+	h.at(0, func() { h.send("e1", "hello") })
+	var end TurnState
+	h.at(time.Minute, func() { end = h.state() })
+	h.destroyAt(2 * time.Minute)
+	h.run(h.input(ApproveNever))
+	if end.Status != StatusFailed || end.Stopped || !strings.Contains(end.Error, "401") {
+		t.Fatalf("a failed model call must fail the turn with its reason: %+v", end)
 	}
 }

@@ -48,6 +48,9 @@ func (s *session) runTurn(ctx workflow.Context) {
 
 	final, err := s.agentLoop(tctx)
 
+	// Whether the turn was stopped must be read before the turn context is
+	// released below; afterwards every turn context is done.
+	stopped := errors.Is(err, errStopped) || temporal.IsCanceledError(err) || (ctx.Err() == nil && tctx.Err() != nil)
 	s.turnActive = false
 	s.cancelTurn = nil
 	cancel()
@@ -65,7 +68,7 @@ func (s *session) runTurn(ctx workflow.Context) {
 	case err == nil:
 		s.st.Last.Status = StatusComplete
 		s.st.Last.FinalText = final
-	case errors.Is(err, errStopped) || temporal.IsCanceledError(err) || ctx.Err() == nil && tctx.Err() != nil:
+	case stopped:
 		by := "someone"
 		if s.stopBy != nil {
 			by = displayName(*s.stopBy)
