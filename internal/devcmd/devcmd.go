@@ -76,9 +76,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}()
 	cfg.Temporal.Address = srv.HostPort()
 	cfg.Sandbox.SingleHost = true
-	if u := srv.UIURL(); u != "" {
-		cfg.Temporal.WebURL = u
-	}
+	// /status links to the embedded UI, or to nothing when it is off.
+	cfg.Temporal.WebURL = srv.UIURL()
 	fmt.Fprintf(stdout, "sandbot dev\n  temporal: %s (namespace %s), state in %s\n", srv.HostPort(), srv.Namespace(), dbPath)
 	if u := srv.UIURL(); u != "" {
 		fmt.Fprintf(stdout, "  temporal ui: %s\n", u)
