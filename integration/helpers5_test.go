@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -233,48 +232,12 @@ func hasNotice(ts workflows.TurnState, parts ...string) bool {
 
 // Docker.
 
-var (
-	dockerOnce  sync.Once
-	dockerCli   *client.Client
-	dockerImage string
-	dockerSkip  string
-	dockerErr   error
-)
-
 // requireDocker returns a client for the Docker daemon and the local test
 // image (internal/testimage: busybox, uid 1000, nothing pulled). Without a
-// daemon it skips the test, except under CI=true, where it fails: CI must
-// run the Docker tests.
+// daemon it skips the test, except under CI=true, where it fails.
 func requireDocker(t testing.TB) (*client.Client, string) {
 	t.Helper()
-	dockerOnce.Do(func() {
-		cli, err := docker.NewClient("")
-		if err != nil {
-			dockerErr = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		pctx, pcancel := context.WithTimeout(ctx, 15*time.Second)
-		_, err = cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true})
-		pcancel()
-		if err != nil {
-			dockerSkip = fmt.Sprintf("no Docker daemon answers at %s: %v", cli.DaemonHost(), err)
-			return
-		}
-		dockerCli = cli
-		dockerImage, dockerErr = testimage.Ensure(ctx, cli)
-	})
-	if dockerSkip != "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s; CI=true, so the Docker tests must run (.ci/run starts dockerd)", dockerSkip)
-		}
-		t.Skipf("%s; skipping this Docker test (it fails instead when CI=true)", dockerSkip)
-	}
-	if dockerErr != nil {
-		t.Fatalf("docker set-up: %v", dockerErr)
-	}
-	return dockerCli, dockerImage
+	return testimage.Require(t)
 }
 
 // containersOf lists the containers (any state) labelled as the session's.

@@ -2,12 +2,9 @@ package docker_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,46 +20,11 @@ import (
 // image (internal/testimage); nothing is pulled. Without a daemon they
 // skip, except under CI=true, where they fail: .ci/docker.sh starts one.
 
-var (
-	envOnce  sync.Once
-	envCli   *client.Client
-	envImage string
-	envSkip  string // why there is no daemon
-	envErr   error  // a daemon answered but the setup failed
-)
-
 // testEnv returns a client for the daemon and the test image, or skips
 // (fails under CI) when no daemon answers.
 func testEnv(t testing.TB) (*client.Client, string) {
 	t.Helper()
-	envOnce.Do(func() {
-		cli, err := docker.NewClient("")
-		if err != nil {
-			envErr = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		pctx, pcancel := context.WithTimeout(ctx, 15*time.Second)
-		_, err = cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true})
-		pcancel()
-		if err != nil {
-			envSkip = fmt.Sprintf("no Docker daemon answers at %s: %v", cli.DaemonHost(), err)
-			return
-		}
-		envCli = cli
-		envImage, envErr = testimage.Ensure(ctx, cli)
-	})
-	if envSkip != "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s (CI=true: the Docker tests must run; .ci/docker.sh starts a daemon)", envSkip)
-		}
-		t.Skipf("%s; skipping the Docker tests (with CI=true they fail instead; .ci/docker.sh starts a daemon)", envSkip)
-	}
-	if envErr != nil {
-		t.Fatalf("docker test setup: %v", envErr)
-	}
-	return envCli, envImage
+	return testimage.Require(t)
 }
 
 // newBackend returns a backend on the test daemon running the test image
