@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandbot/sandbot/session"
 	openai "github.com/sashabaranov/go-openai"
 	"go.temporal.io/sdk/activity"
 )
@@ -109,7 +110,7 @@ func (a *Activities) once(ctx context.Context, req openai.ChatCompletionRequest)
 		Usage:        Usage{PromptTokens: r.Usage.PromptTokens, CompletionTokens: r.Usage.CompletionTokens},
 	}
 	for _, tc := range ch.Message.ToolCalls {
-		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: orNewID(tc.ID), Name: clean(tc.Function.Name), Arguments: clean(tc.Function.Arguments)})
+		out.ToolCalls = append(out.ToolCalls, session.ToolCall{ID: orNewID(tc.ID), Name: clean(tc.Function.Name), Arguments: clean(tc.Function.Arguments)})
 	}
 	return out, nil
 }
@@ -150,8 +151,8 @@ func (a *Activities) stream(ctx context.Context, req openai.ChatCompletionReques
 // then by appending to the latest call.
 type streamAccumulator struct {
 	content strings.Builder
-	calls   []*ToolCall
-	byIndex map[int]*ToolCall
+	calls   []*session.ToolCall
+	byIndex map[int]*session.ToolCall
 	finish  string
 	usage   Usage
 	chunks  int
@@ -186,15 +187,15 @@ func (s *streamAccumulator) add(c openai.ChatCompletionStreamResponse) {
 	}
 }
 
-func (s *streamAccumulator) callFor(d openai.ToolCall) *ToolCall {
+func (s *streamAccumulator) callFor(d openai.ToolCall) *session.ToolCall {
 	if s.byIndex == nil {
-		s.byIndex = map[int]*ToolCall{}
+		s.byIndex = map[int]*session.ToolCall{}
 	}
 	if d.Index != nil {
 		if tc, ok := s.byIndex[*d.Index]; ok {
 			return tc
 		}
-		tc := &ToolCall{}
+		tc := &session.ToolCall{}
 		s.byIndex[*d.Index] = tc
 		s.calls = append(s.calls, tc)
 		return tc
@@ -209,7 +210,7 @@ func (s *streamAccumulator) callFor(d openai.ToolCall) *ToolCall {
 	if d.ID == "" && len(s.calls) > 0 {
 		return s.calls[len(s.calls)-1]
 	}
-	tc := &ToolCall{}
+	tc := &session.ToolCall{}
 	s.calls = append(s.calls, tc)
 	return tc
 }
@@ -223,7 +224,7 @@ func (s *streamAccumulator) result() (ModelResponse, error) {
 	}
 	out := ModelResponse{Content: clean(s.content.String()), FinishReason: s.finish, Usage: s.usage}
 	for _, tc := range s.calls {
-		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: orNewID(tc.ID), Name: clean(tc.Name), Arguments: clean(tc.Arguments)})
+		out.ToolCalls = append(out.ToolCalls, session.ToolCall{ID: orNewID(tc.ID), Name: clean(tc.Name), Arguments: clean(tc.Arguments)})
 	}
 	return out, nil
 }
@@ -270,10 +271,10 @@ var nameOK = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // toWire converts the transcript, prepending the system prompt. Empty
 // contents are replaced by a placeholder because several servers reject
 // messages without content.
-func toWire(system string, msgs []Message) []openai.ChatCompletionMessage {
+func toWire(system string, msgs []session.Message) []openai.ChatCompletionMessage {
 	out := make([]openai.ChatCompletionMessage, 0, len(msgs)+1)
 	if system != "" {
-		out = append(out, openai.ChatCompletionMessage{Role: RoleSystem, Content: clean(system)})
+		out = append(out, openai.ChatCompletionMessage{Role: session.RoleSystem, Content: clean(system)})
 	}
 	for _, m := range msgs {
 		w := openai.ChatCompletionMessage{Role: m.Role, Content: clean(m.Content), ToolCallID: m.ToolCallID}

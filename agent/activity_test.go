@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/internal/fake/openai"
+	"github.com/sandbot/sandbot/session"
 )
 
 const testKey = "sk-proj-SeCrEtKeY0123456789abcdef"
@@ -44,7 +45,7 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-func userMsg(s string) agent.Message { return agent.Message{Role: agent.RoleUser, Content: s} }
+func userMsg(s string) session.Message { return session.Message{Role: session.RoleUser, Content: s} }
 
 func TestCompleteToolCallRoundTrip(t *testing.T) {
 	for _, stream := range []bool{false, true} {
@@ -52,12 +53,12 @@ func TestCompleteToolCallRoundTrip(t *testing.T) {
 			a, f := newAgent(t, func(c *agent.Config) { c.Stream = stream })
 			f.Push(openai.ToolCallStep("call_1", "shell", `{"commands":["ls -la"]}`).WithFragment(3), openai.FinalStep("The workspace has one file."))
 
-			transcript := []agent.Message{userMsg("what is in here?")}
+			transcript := []session.Message{userMsg("what is in here?")}
 			resp, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: transcript})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(resp.ToolCalls) != 1 || resp.ToolCalls[0] != (agent.ToolCall{ID: "call_1", Name: "shell", Arguments: `{"commands":["ls -la"]}`}) {
+			if len(resp.ToolCalls) != 1 || resp.ToolCalls[0] != (session.ToolCall{ID: "call_1", Name: "shell", Arguments: `{"commands":["ls -la"]}`}) {
 				t.Fatalf("tool calls = %+v", resp.ToolCalls)
 			}
 			if resp.FinishReason != "tool_calls" || resp.Usage.PromptTokens == 0 || resp.Usage.CompletionTokens == 0 {
@@ -69,8 +70,8 @@ func TestCompleteToolCallRoundTrip(t *testing.T) {
 			}
 
 			transcript = append(transcript,
-				agent.Message{Role: agent.RoleAssistant, ToolCalls: resp.ToolCalls},
-				agent.Message{Role: agent.RoleTool, ToolCallID: "call_1", Name: "shell", Content: "$ ls -la\nREADME.md\nexit code: 0"})
+				session.Message{Role: session.RoleAssistant, ToolCalls: resp.ToolCalls},
+				session.Message{Role: session.RoleTool, ToolCallID: "call_1", Name: "shell", Content: "$ ls -la\nREADME.md\nexit code: 0"})
 			resp, err = a.Complete(testCtx(t), agent.ModelRequest{Messages: transcript})
 			if err != nil {
 				t.Fatal(err)
@@ -102,7 +103,7 @@ func TestCompleteToolCallRoundTrip(t *testing.T) {
 func TestCompleteSendsKeyToolsAndPrompt(t *testing.T) {
 	a, f := newAgent(t, func(c *agent.Config) { c.SystemPrompt = "custom prompt" })
 	f.Push(openai.FinalStep("ok"))
-	if _, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: []agent.Message{userMsg("hi")}}); err != nil {
+	if _, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: []session.Message{userMsg("hi")}}); err != nil {
 		t.Fatal(err)
 	}
 	r, _ := f.LastRequest()
@@ -141,7 +142,7 @@ func TestCompleteDisableToolsOmitsTools(t *testing.T) {
 	a, f := newAgent(t, nil)
 	// A server that calls a tool anyway: the activity drops the calls.
 	f.Push(openai.Step{Content: "Summary so far.", ToolCalls: []openai.ToolCall{{ID: "x", Name: "shell", Arguments: `{}`}}})
-	resp, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: []agent.Message{userMsg("hi")}, DisableTools: true})
+	resp, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: []session.Message{userMsg("hi")}, DisableTools: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,11 +166,11 @@ func TestCompleteStreamingReassemblesFragments(t *testing.T) {
 		},
 		Fragment: 2,
 	})
-	resp, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: []agent.Message{userMsg("find TODOs")}})
+	resp, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: []session.Message{userMsg("find TODOs")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []agent.ToolCall{{ID: "call_a", Name: "shell", Arguments: long}, {ID: "call_b", Name: "shell", Arguments: `{"commands":["pwd"]}`}}
+	want := []session.ToolCall{{ID: "call_a", Name: "shell", Arguments: long}, {ID: "call_b", Name: "shell", Arguments: `{"commands":["pwd"]}`}}
 	if len(resp.ToolCalls) != 2 || resp.ToolCalls[0] != want[0] || resp.ToolCalls[1] != want[1] {
 		t.Fatalf("tool calls = %+v", resp.ToolCalls)
 	}
@@ -185,7 +186,7 @@ func TestCompleteStreamingReassemblesFragments(t *testing.T) {
 func TestCompleteMissingToolCallIDGetsOne(t *testing.T) {
 	a, f := newAgent(t, nil)
 	f.Push(openai.ToolCallStep("", "shell", `{"commands":["ls"]}`))
-	resp, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: []agent.Message{userMsg("hi")}})
+	resp, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: []session.Message{userMsg("hi")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,10 +198,10 @@ func TestCompleteMissingToolCallIDGetsOne(t *testing.T) {
 func TestCompleteSanitisesTranscript(t *testing.T) {
 	a, f := newAgent(t, nil)
 	f.Push(openai.FinalStep("ok"))
-	msgs := []agent.Message{
-		{Role: agent.RoleUser, Content: "bad bytes \xff\xfe here", Name: "alice smith", User: "U123"},
-		{Role: agent.RoleAssistant, Content: ""},
-		{Role: agent.RoleUser, Content: "again", Name: "bob_2"},
+	msgs := []session.Message{
+		{Role: session.RoleUser, Content: "bad bytes \xff\xfe here", Name: "alice smith", User: "U123"},
+		{Role: session.RoleAssistant, Content: ""},
+		{Role: session.RoleUser, Content: "again", Name: "bob_2"},
 	}
 	if _, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: msgs}); err != nil {
 		t.Fatal(err)
@@ -250,7 +251,7 @@ func TestCompleteAsRegisteredActivity(t *testing.T) {
 			mu.Unlock()
 		}
 	})
-	val, err := env.ExecuteActivity(a.Complete, agent.ModelRequest{Messages: []agent.Message{userMsg("run the tests")}})
+	val, err := env.ExecuteActivity(a.Complete, agent.ModelRequest{Messages: []session.Message{userMsg("run the tests")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +290,7 @@ func TestCompleteHeartbeatsWhileWaiting(t *testing.T) {
 			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 		})
 		var resp agent.ModelResponse
-		err := workflow.ExecuteActivity(ctx, a.Complete, agent.ModelRequest{Messages: []agent.Message{userMsg("think hard")}}).Get(ctx, &resp)
+		err := workflow.ExecuteActivity(ctx, a.Complete, agent.ModelRequest{Messages: []session.Message{userMsg("think hard")}}).Get(ctx, &resp)
 		return resp, err
 	}
 	env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: "complete-heartbeat"})
@@ -311,7 +312,7 @@ func TestCompleteActivityErrorIsNonRetryable(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(a.Complete)
-	_, err := env.ExecuteActivity(a.Complete, agent.ModelRequest{Messages: []agent.Message{userMsg("hi")}})
+	_, err := env.ExecuteActivity(a.Complete, agent.ModelRequest{Messages: []session.Message{userMsg("hi")}})
 	appErr := assertAppErr(t, err, agent.ErrTypeModelAuth, false)
 	if strings.Contains(err.Error(), "sk-wrong-key-000") || strings.Contains(appErr.Message(), "sk-") {
 		t.Fatalf("key leaked into the error: %v", err)
@@ -371,7 +372,7 @@ func BenchmarkComplete(b *testing.B) {
 			ctx := context.Background()
 			b.ResetTimer()
 			for b.Loop() {
-				msgs := []agent.Message{userMsg("go")}
+				msgs := []session.Message{userMsg("go")}
 				for {
 					resp, err := a.Complete(ctx, agent.ModelRequest{Messages: msgs})
 					if err != nil {
@@ -380,8 +381,8 @@ func BenchmarkComplete(b *testing.B) {
 					if len(resp.ToolCalls) == 0 {
 						break
 					}
-					msgs = append(msgs, agent.Message{Role: agent.RoleAssistant, ToolCalls: resp.ToolCalls},
-						agent.Message{Role: agent.RoleTool, ToolCallID: resp.ToolCalls[0].ID, Content: "a\nb\n"})
+					msgs = append(msgs, session.Message{Role: session.RoleAssistant, ToolCalls: resp.ToolCalls},
+						session.Message{Role: session.RoleTool, ToolCallID: resp.ToolCalls[0].ID, Content: "a\nb\n"})
 				}
 			}
 		})

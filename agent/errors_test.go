@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/internal/fake/openai"
+	"github.com/sandbot/sandbot/session"
 )
 
 // assertAppErr checks err is an ApplicationError of the given type and
@@ -34,7 +35,7 @@ func assertAppErr(t *testing.T, err error, typ string, retryable bool) *temporal
 
 func complete(t *testing.T, a *agent.Activities) error {
 	t.Helper()
-	_, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: []agent.Message{userMsg("hi")}})
+	_, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: []session.Message{userMsg("hi")}})
 	if err == nil {
 		t.Fatal("want an error")
 	}
@@ -172,7 +173,7 @@ func TestCompleteCancelledPassesThrough(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := a.Complete(ctx, agent.ModelRequest{Messages: []agent.Message{userMsg("hi")}})
+		_, err := a.Complete(ctx, agent.ModelRequest{Messages: []session.Message{userMsg("hi")}})
 		done <- err
 	}()
 	deadline := time.Now().Add(20 * time.Second)

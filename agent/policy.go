@@ -3,7 +3,7 @@ package agent
 import "strings"
 
 // Approval modes understood by NeedsApproval. They match
-// workflows.ApprovalMode's values.
+// session.ApprovalMode's values.
 const (
 	ApprovalNever          = "never"
 	ApprovalAlways         = "always"

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandbot/sandbot/session"
 	openai "github.com/sashabaranov/go-openai"
 )
 
@@ -47,7 +48,7 @@ const shellSchema = `{
 // agent has.
 func ShellTool() openai.FunctionDefinition {
 	return openai.FunctionDefinition{
-		Name: ShellToolName,
+		Name: session.ShellToolName,
 		Description: "Run shell commands in this session's sandboxed workspace and get back each command's stdout, stderr and exit code. " +
 			"Commands are non-interactive (no TTY, no stdin). Long output is shortened. Some commands wait for a human's approval before they run.",
 		Parameters: json.RawMessage(shellSchema),
@@ -59,9 +60,9 @@ const argsHint = `; expected {"commands":["<command>", ...],"timeout_ms":<option
 
 // ParseShellArgs decodes and validates the shell tool's JSON arguments. Its
 // errors are written for the model, which receives them as the tool result.
-func ParseShellArgs(raw string) (ShellArgs, error) {
-	fail := func(format string, a ...any) (ShellArgs, error) {
-		return ShellArgs{}, fmt.Errorf("invalid arguments for shell: "+format+argsHint, a...)
+func ParseShellArgs(raw string) (session.ShellArgs, error) {
+	fail := func(format string, a ...any) (session.ShellArgs, error) {
+		return session.ShellArgs{}, fmt.Errorf("invalid arguments for shell: "+format+argsHint, a...)
 	}
 	trimmed := strings.TrimSpace(raw)
 	if trimmed == "" {
@@ -98,7 +99,7 @@ func ParseShellArgs(raw string) (ShellArgs, error) {
 		// model did not mean; say so instead.
 		return fail("unknown field %s: only \"commands\" and \"timeout_ms\" are accepted (to work in a directory, use \"cd <dir> && <command>\")", strings.Join(unknown, ", "))
 	}
-	var args ShellArgs
+	var args session.ShellArgs
 	if err := json.Unmarshal(commands, &args.Commands); err != nil {
 		return fail(`"commands" must be an array of strings`)
 	}
@@ -150,17 +151,4 @@ func parseMillis(raw json.RawMessage) (int64, error) {
 		return 0, fmt.Errorf("is too large (at most %d)", maxMillis)
 	}
 	return int64(f), nil
-}
-
-// Timeout resolves the per-command timeout: the requested one, or def when
-// none was given, capped at max (when max > 0).
-func (a ShellArgs) Timeout(def, max time.Duration) time.Duration {
-	d := def
-	if a.TimeoutMs > 0 {
-		d = time.Duration(a.TimeoutMs) * time.Millisecond
-	}
-	if max > 0 && d > max {
-		d = max
-	}
-	return d
 }

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/sandbot/sandbot/agent"
+	"github.com/sandbot/sandbot/session"
 )
 
 func TestShellToolDefinition(t *testing.T) {
 	def := agent.ShellTool()
-	if def.Name != agent.ShellToolName || def.Description == "" {
+	if def.Name != session.ShellToolName || def.Description == "" {
 		t.Fatalf("def = %+v", def)
 	}
 	raw, err := json.Marshal(def.Parameters)
@@ -55,38 +56,38 @@ func TestParseShellArgs(t *testing.T) {
 	manyJSON, _ := json.Marshal(map[string]any{"commands": many})
 	for _, tc := range []struct {
 		raw  string
-		want agent.ShellArgs
+		want session.ShellArgs
 		err  string // substring; empty means success
 	}{
-		{`{"commands":["ls"]}`, agent.ShellArgs{Commands: []string{"ls"}}, ""},
-		{` {"commands":["ls","pwd"],"timeout_ms":30000} `, agent.ShellArgs{Commands: []string{"ls", "pwd"}, TimeoutMs: 30000}, ""},
-		{`{"commands":["ls"],"timeout_ms":30000.0}`, agent.ShellArgs{Commands: []string{"ls"}, TimeoutMs: 30000}, ""},
-		{`{"commands":["ls"],"timeout_ms":null}`, agent.ShellArgs{Commands: []string{"ls"}}, ""},
-		{`{"commands":["ls"],"timeout_ms":0}`, agent.ShellArgs{Commands: []string{"ls"}}, ""},
-		{`{"commands":["ls"],"workdir":"/tmp","env":{}}`, agent.ShellArgs{}, `unknown field "env", "workdir"`},
-		{`{"commands":["ls"],"commands":["pwd"]}`, agent.ShellArgs{Commands: []string{"pwd"}}, ""},
-		{`{"commands":["` + long + `"]}`, agent.ShellArgs{Commands: []string{long}}, ""},
-		{``, agent.ShellArgs{}, "arguments are empty"},
-		{`   `, agent.ShellArgs{}, "arguments are empty"},
-		{`{not json`, agent.ShellArgs{}, "not valid JSON"},
-		{`["ls"]`, agent.ShellArgs{}, "must be a JSON object, not array"},
-		{`"ls"`, agent.ShellArgs{}, "must be a JSON object, not string"},
-		{`{"commands":["ls"]} {"x":1}`, agent.ShellArgs{}, "trailing data"},
-		{`{}`, agent.ShellArgs{}, `"commands" is missing`},
-		{`null`, agent.ShellArgs{}, `"commands" is missing`},
-		{`{"command":"ls"}`, agent.ShellArgs{}, `not "command"`},
-		{`{"commands":"ls"}`, agent.ShellArgs{}, "must be an array of strings"},
-		{`{"commands":[1,2]}`, agent.ShellArgs{}, "must be an array of strings"},
-		{`{"commands":[]}`, agent.ShellArgs{}, `"commands" is empty`},
-		{`{"commands":["ls",""]}`, agent.ShellArgs{}, "command 2 is empty"},
-		{`{"commands":["  \t "]}`, agent.ShellArgs{}, "command 1 is empty"},
-		{`{"commands":["` + long + `x"]}`, agent.ShellArgs{}, fmt.Sprintf("at most %d", agent.MaxShellCommandBytes)},
-		{string(manyJSON), agent.ShellArgs{}, fmt.Sprintf("has %d entries; at most %d", agent.MaxShellCommands+1, agent.MaxShellCommands)},
-		{`{"commands":["a\u0000b"]}`, agent.ShellArgs{}, "NUL byte"},
-		{`{"commands":["ls"],"timeout_ms":-1}`, agent.ShellArgs{}, "must not be negative"},
-		{`{"commands":["ls"],"timeout_ms":1.5}`, agent.ShellArgs{}, "whole number"},
-		{`{"commands":["ls"],"timeout_ms":"100"}`, agent.ShellArgs{}, "not a string"},
-		{`{"commands":["ls"],"timeout_ms":1e300}`, agent.ShellArgs{}, "too large"},
+		{`{"commands":["ls"]}`, session.ShellArgs{Commands: []string{"ls"}}, ""},
+		{` {"commands":["ls","pwd"],"timeout_ms":30000} `, session.ShellArgs{Commands: []string{"ls", "pwd"}, TimeoutMs: 30000}, ""},
+		{`{"commands":["ls"],"timeout_ms":30000.0}`, session.ShellArgs{Commands: []string{"ls"}, TimeoutMs: 30000}, ""},
+		{`{"commands":["ls"],"timeout_ms":null}`, session.ShellArgs{Commands: []string{"ls"}}, ""},
+		{`{"commands":["ls"],"timeout_ms":0}`, session.ShellArgs{Commands: []string{"ls"}}, ""},
+		{`{"commands":["ls"],"workdir":"/tmp","env":{}}`, session.ShellArgs{}, `unknown field "env", "workdir"`},
+		{`{"commands":["ls"],"commands":["pwd"]}`, session.ShellArgs{Commands: []string{"pwd"}}, ""},
+		{`{"commands":["` + long + `"]}`, session.ShellArgs{Commands: []string{long}}, ""},
+		{``, session.ShellArgs{}, "arguments are empty"},
+		{`   `, session.ShellArgs{}, "arguments are empty"},
+		{`{not json`, session.ShellArgs{}, "not valid JSON"},
+		{`["ls"]`, session.ShellArgs{}, "must be a JSON object, not array"},
+		{`"ls"`, session.ShellArgs{}, "must be a JSON object, not string"},
+		{`{"commands":["ls"]} {"x":1}`, session.ShellArgs{}, "trailing data"},
+		{`{}`, session.ShellArgs{}, `"commands" is missing`},
+		{`null`, session.ShellArgs{}, `"commands" is missing`},
+		{`{"command":"ls"}`, session.ShellArgs{}, `not "command"`},
+		{`{"commands":"ls"}`, session.ShellArgs{}, "must be an array of strings"},
+		{`{"commands":[1,2]}`, session.ShellArgs{}, "must be an array of strings"},
+		{`{"commands":[]}`, session.ShellArgs{}, `"commands" is empty`},
+		{`{"commands":["ls",""]}`, session.ShellArgs{}, "command 2 is empty"},
+		{`{"commands":["  \t "]}`, session.ShellArgs{}, "command 1 is empty"},
+		{`{"commands":["` + long + `x"]}`, session.ShellArgs{}, fmt.Sprintf("at most %d", agent.MaxShellCommandBytes)},
+		{string(manyJSON), session.ShellArgs{}, fmt.Sprintf("has %d entries; at most %d", agent.MaxShellCommands+1, agent.MaxShellCommands)},
+		{`{"commands":["a\u0000b"]}`, session.ShellArgs{}, "NUL byte"},
+		{`{"commands":["ls"],"timeout_ms":-1}`, session.ShellArgs{}, "must not be negative"},
+		{`{"commands":["ls"],"timeout_ms":1.5}`, session.ShellArgs{}, "whole number"},
+		{`{"commands":["ls"],"timeout_ms":"100"}`, session.ShellArgs{}, "not a string"},
+		{`{"commands":["ls"],"timeout_ms":1e300}`, session.ShellArgs{}, "too large"},
 	} {
 		got, err := agent.ParseShellArgs(tc.raw)
 		name := tc.raw
@@ -121,7 +122,7 @@ func TestShellArgsTimeout(t *testing.T) {
 		{3_600_000, 30 * time.Second, 0, time.Hour},
 		{0, 20 * time.Minute, 10 * time.Minute, 10 * time.Minute},
 	} {
-		if got := (agent.ShellArgs{TimeoutMs: tc.ms}).Timeout(tc.def, tc.max); got != tc.out {
+		if got := (session.ShellArgs{TimeoutMs: tc.ms}).Timeout(tc.def, tc.max); got != tc.out {
 			t.Errorf("Timeout(ms=%d, def=%v, max=%v) = %v, want %v", tc.ms, tc.def, tc.max, got, tc.out)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/session"
 )
 
 // MaxToolResultBytes is the default cap on one tool result kept in the
@@ -141,16 +142,16 @@ func roundDuration(d time.Duration) time.Duration {
 // Budget recognises its own note so budgeting twice does not stack notes.
 const omittedNotePrefix = "[Note: earlier messages of this conversation were omitted to fit the context budget"
 
-func omittedNote(n int) Message {
-	return Message{Role: RoleUser, Content: fmt.Sprintf("%s (%d messages). If something from them matters, ask the user to repeat it.]", omittedNotePrefix, n)}
+func omittedNote(n int) session.Message {
+	return session.Message{Role: session.RoleUser, Content: fmt.Sprintf("%s (%d messages). If something from them matters, ask the user to repeat it.]", omittedNotePrefix, n)}
 }
 
-func isOmittedNote(m Message) bool {
-	return m.Role == RoleUser && strings.HasPrefix(m.Content, omittedNotePrefix)
+func isOmittedNote(m session.Message) bool {
+	return m.Role == session.RoleUser && strings.HasPrefix(m.Content, omittedNotePrefix)
 }
 
 // noteCount reads the message count back out of a note.
-func noteCount(m Message) int {
+func noteCount(m session.Message) int {
 	rest := strings.TrimPrefix(m.Content, omittedNotePrefix+" (")
 	digits, _, _ := strings.Cut(rest, " ")
 	n, _ := strconv.Atoi(digits)
@@ -159,7 +160,7 @@ func noteCount(m Message) int {
 
 // MessageSize is the approximate wire size of a message in bytes, the unit
 // Budget counts in.
-func MessageSize(m Message) int {
+func MessageSize(m session.Message) int {
 	n := 16 + len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
 	for _, tc := range m.ToolCalls {
 		n += 16 + len(tc.ID) + len(tc.Name) + len(tc.Arguments)
@@ -176,7 +177,7 @@ func MessageSize(m Message) int {
 // message, because several servers reject system messages after the first).
 // A transcript within budget is returned as is; otherwise a new slice is
 // returned and the input is not modified.
-func Budget(messages []Message, maxBytes int) []Message {
+func Budget(messages []session.Message, maxBytes int) []session.Message {
 	if maxBytes <= 0 {
 		return messages
 	}
@@ -217,7 +218,7 @@ func Budget(messages []Message, maxBytes int) []Message {
 	if cut == 0 {
 		return messages
 	}
-	out := make([]Message, 0, len(messages)-cut+1)
+	out := make([]session.Message, 0, len(messages)-cut+1)
 	out = append(out, omittedNote(prior+cut))
 	return append(out, messages[cut:]...)
 }
@@ -225,8 +226,8 @@ func Budget(messages []Message, maxBytes int) []Message {
 // exchangeStarts lists the indexes where an exchange begins: a user message
 // (not a Budget note) after a non-user message, excluding positions that
 // would separate tool results from the assistant message that called them.
-func exchangeStarts(messages []Message) []int {
-	userMsg := func(i int) bool { return messages[i].Role == RoleUser && !isOmittedNote(messages[i]) }
+func exchangeStarts(messages []session.Message) []int {
+	userMsg := func(i int) bool { return messages[i].Role == session.RoleUser && !isOmittedNote(messages[i]) }
 	// forbidden[b] marks cut points between a tool call and its result.
 	forbidden := make([]bool, len(messages)+1)
 	caller := map[string]int{}
@@ -234,7 +235,7 @@ func exchangeStarts(messages []Message) []int {
 		for _, tc := range m.ToolCalls {
 			caller[tc.ID] = i
 		}
-		if m.Role == RoleTool {
+		if m.Role == session.RoleTool {
 			if p, ok := caller[m.ToolCallID]; ok {
 				for b := p + 1; b <= i; b++ {
 					forbidden[b] = true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/session"
 )
 
 var cutRe = regexp.MustCompile(`\n\[\.\.\. (\d+) bytes cut \.\.\.\]\n`)
@@ -91,19 +92,19 @@ func TestFormatShellResult(t *testing.T) {
 
 // turn builds one exchange: a user message, tool calls with results, and a
 // final answer, each content padded to size bytes.
-func turn(n, calls, size int) []agent.Message {
+func turn(n, calls, size int) []session.Message {
 	pad := strings.Repeat(".", size)
-	msgs := []agent.Message{{Role: agent.RoleUser, Content: fmt.Sprintf("q%d %s", n, pad)}}
+	msgs := []session.Message{{Role: session.RoleUser, Content: fmt.Sprintf("q%d %s", n, pad)}}
 	for c := range calls {
 		id := fmt.Sprintf("call_%d_%d", n, c)
 		msgs = append(msgs,
-			agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{{ID: id, Name: "shell", Arguments: `{"commands":["ls"]}`}}},
-			agent.Message{Role: agent.RoleTool, ToolCallID: id, Content: pad})
+			session.Message{Role: session.RoleAssistant, ToolCalls: []session.ToolCall{{ID: id, Name: "shell", Arguments: `{"commands":["ls"]}`}}},
+			session.Message{Role: session.RoleTool, ToolCallID: id, Content: pad})
 	}
-	return append(msgs, agent.Message{Role: agent.RoleAssistant, Content: fmt.Sprintf("a%d %s", n, pad)})
+	return append(msgs, session.Message{Role: session.RoleAssistant, Content: fmt.Sprintf("a%d %s", n, pad)})
 }
 
-func size(msgs []agent.Message) int {
+func size(msgs []session.Message) int {
 	n := 0
 	for _, m := range msgs {
 		n += agent.MessageSize(m)
@@ -112,21 +113,21 @@ func size(msgs []agent.Message) int {
 }
 
 // checkPairs fails if a tool result lacks its calling assistant message.
-func checkPairs(t *testing.T, msgs []agent.Message) {
+func checkPairs(t *testing.T, msgs []session.Message) {
 	t.Helper()
 	called := map[string]bool{}
 	for _, m := range msgs {
 		for _, tc := range m.ToolCalls {
 			called[tc.ID] = true
 		}
-		if m.Role == agent.RoleTool && !called[m.ToolCallID] {
+		if m.Role == session.RoleTool && !called[m.ToolCallID] {
 			t.Fatalf("tool result %s separated from its call", m.ToolCallID)
 		}
 	}
 }
 
 func TestBudget(t *testing.T) {
-	var msgs []agent.Message
+	var msgs []session.Message
 	for i := range 10 {
 		msgs = append(msgs, turn(i, 2, 200)...)
 	}
@@ -145,10 +146,10 @@ func TestBudget(t *testing.T) {
 	if size(got) > limit {
 		t.Fatalf("budgeted size %d > %d", size(got), limit)
 	}
-	if !strings.Contains(got[0].Content, "omitted") || got[0].Role != agent.RoleUser {
+	if !strings.Contains(got[0].Content, "omitted") || got[0].Role != session.RoleUser {
 		t.Fatalf("first message should be the omission note, got %+v", got[0])
 	}
-	if got[1].Role != agent.RoleUser || !strings.HasPrefix(got[1].Content, "q") {
+	if got[1].Role != session.RoleUser || !strings.HasPrefix(got[1].Content, "q") {
 		t.Fatalf("cut must land on a user message, got %+v", got[1])
 	}
 	tail := got[len(got)-len(current):]
@@ -199,9 +200,9 @@ func TestBudget(t *testing.T) {
 
 func TestBudgetQueuedUserMessagesStayTogether(t *testing.T) {
 	msgs := append(turn(0, 1, 500),
-		agent.Message{Role: agent.RoleUser, Content: "first queued"},
-		agent.Message{Role: agent.RoleUser, Content: "second queued"},
-		agent.Message{Role: agent.RoleAssistant, Content: "ok"})
+		session.Message{Role: session.RoleUser, Content: "first queued"},
+		session.Message{Role: session.RoleUser, Content: "second queued"},
+		session.Message{Role: session.RoleAssistant, Content: "ok"})
 	got := agent.Budget(msgs, 300)
 	if len(got) != 4 || got[1].Content != "first queued" || got[2].Content != "second queued" {
 		t.Fatalf("current turn must start at its first user message: %+v", got)
@@ -211,13 +212,13 @@ func TestBudgetQueuedUserMessagesStayTogether(t *testing.T) {
 func TestBudgetNeverSplitsToolResults(t *testing.T) {
 	// A user message that (unusually) sits between a tool call and its
 	// result is not a valid cut point.
-	msgs := []agent.Message{
-		{Role: agent.RoleUser, Content: strings.Repeat("x", 500)},
-		{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{{ID: "c1", Name: "shell", Arguments: "{}"}}},
-		{Role: agent.RoleUser, Content: "interjection " + strings.Repeat("y", 500)},
-		{Role: agent.RoleTool, ToolCallID: "c1", Content: "result"},
-		{Role: agent.RoleAssistant, Content: "answer"},
-		{Role: agent.RoleUser, Content: "now"},
+	msgs := []session.Message{
+		{Role: session.RoleUser, Content: strings.Repeat("x", 500)},
+		{Role: session.RoleAssistant, ToolCalls: []session.ToolCall{{ID: "c1", Name: "shell", Arguments: "{}"}}},
+		{Role: session.RoleUser, Content: "interjection " + strings.Repeat("y", 500)},
+		{Role: session.RoleTool, ToolCallID: "c1", Content: "result"},
+		{Role: session.RoleAssistant, Content: "answer"},
+		{Role: session.RoleUser, Content: "now"},
 	}
 	got := agent.Budget(msgs, 100)
 	checkPairs(t, got)

@@ -9,7 +9,7 @@ import (
 	"math/big"
 	"strings"
 
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // MaxDiscordButtonValue is the longest approval value that fits Discord's
@@ -44,7 +44,7 @@ var platformCodes = map[string]string{"slack": "s", "discord": "d", "console": "
 // call callID of session workflowID. It has no length limit; use
 // EncodeApprovalCompact where the platform has one.
 func EncodeApproval(workflowID, callID string) string {
-	loc, err := workflows.ParseID(workflowID)
+	loc, err := session.ParseID(workflowID)
 	if err != nil {
 		// Not a session ID: only the thread-relative form can carry it.
 		return approvalRelative + "." + escapePart(callID)
@@ -88,7 +88,7 @@ func DecodeApproval(v string) (workflowID, callID string, err error) {
 		if len(parts) != 6 {
 			return bad("want 6 dot-separated parts")
 		}
-		var loc workflows.Location
+		var loc session.Location
 		switch p := parts[1]; {
 		case strings.HasPrefix(p, "~"):
 			loc.Platform, err = unescapePart(p[1:])
@@ -141,7 +141,7 @@ func callDigest(callID string) string {
 
 // resolveDigest finds the call ID whose digest is d among the session's
 // pending approval and tool calls.
-func resolveDigest(ts workflows.TurnState, d string) (string, bool) {
+func resolveDigest(ts session.TurnState, d string) (string, bool) {
 	if ts.Pending != nil && callDigest(ts.Pending.CallID) == d {
 		return ts.Pending.CallID, true
 	}
@@ -212,10 +212,10 @@ func unescapePart(s string) (string, error) {
 
 // actionDecisions routes approval action IDs (the button IDs) to
 // decisions; it is the one place action IDs are interpreted.
-var actionDecisions = map[string]workflows.Decision{
-	ActionApprove:       workflows.DecisionApprove,
-	ActionApproveAlways: workflows.DecisionApproveAlways,
-	ActionReject:        workflows.DecisionReject,
+var actionDecisions = map[string]session.Decision{
+	ActionApprove:       session.DecisionApprove,
+	ActionApproveAlways: session.DecisionApproveAlways,
+	ActionReject:        session.DecisionReject,
 }
 
 // HandleAction answers an approval button. The decision goes to the
@@ -258,7 +258,7 @@ func (c *Core) HandleAction(ctx context.Context, p Poster, a Action) error {
 		}
 		id = a.Thread.ID()
 	}
-	loc, err := workflows.ParseID(id)
+	loc, err := session.ParseID(id)
 	if err != nil {
 		reply("This button names no session; use the buttons on the latest status message.")
 		return nil
@@ -278,7 +278,7 @@ func (c *Core) HandleAction(ctx context.Context, p Poster, a Action) error {
 		}
 		callID = full
 	}
-	_, err = c.s.Approve(cctx, id, workflows.ApproveRequest{CallID: callID, Decision: decision, Reason: a.Reason, User: a.User})
+	_, err = c.s.Approve(cctx, id, session.ApproveRequest{CallID: callID, Decision: decision, Reason: a.Reason, User: a.User})
 	if err != nil {
 		reply(UserMessage(err))
 		return c.internal(err, "approval", id)

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 func TestApprovalRoundTrip(t *testing.T) {
@@ -73,7 +73,7 @@ func TestEncodeApprovalCompactFallbacks(t *testing.T) {
 	if err != nil || !strings.HasPrefix(call, digestPrefix) {
 		t.Fatalf("digest decoded to (%q, %v)", call, err)
 	}
-	got, ok := resolveDigest(workflows.TurnState{Pending: &workflows.PendingApproval{CallID: huge}}, strings.TrimPrefix(call, digestPrefix))
+	got, ok := resolveDigest(session.TurnState{Pending: &session.PendingApproval{CallID: huge}}, strings.TrimPrefix(call, digestPrefix))
 	if !ok || got != huge {
 		t.Fatalf("digest did not resolve to the pending call")
 	}
@@ -93,8 +93,8 @@ func TestDecodeApprovalRejectsGarbage(t *testing.T) {
 
 func TestHandleActionUnauthorizedRepliesOnly(t *testing.T) {
 	f := &fakeSessions{
-		ApproveFn: func(string, workflows.ApproveRequest) (workflows.ApproveResponse, error) {
-			return workflows.ApproveResponse{}, &UserError{Msg: "@bob may not approve commands in this session"}
+		ApproveFn: func(string, session.ApproveRequest) (session.ApproveResponse, error) {
+			return session.ApproveResponse{}, &UserError{Msg: "@bob may not approve commands in this session"}
 		},
 	}
 	c := newTestCore(t, f, newAutoClock(), nil)
@@ -120,10 +120,10 @@ func TestHandleActionUnauthorizedRepliesOnly(t *testing.T) {
 }
 
 func TestHandleActionDecisionsAndNudge(t *testing.T) {
-	ts := &script{states: []workflows.TurnState{{Turn: 2, Version: 9, Status: workflows.StatusComplete, StatusRef: "m1", FinalRef: "t1"}}}
+	ts := &script{states: []session.TurnState{{Turn: 2, Version: 9, Status: session.StatusComplete, StatusRef: "m1", FinalRef: "t1"}}}
 	f := &fakeSessions{
-		ApproveFn: func(string, workflows.ApproveRequest) (workflows.ApproveResponse, error) {
-			return workflows.ApproveResponse{}, nil
+		ApproveFn: func(string, session.ApproveRequest) (session.ApproveResponse, error) {
+			return session.ApproveResponse{}, nil
 		},
 		TurnStateFn: ts.next,
 	}

@@ -17,15 +17,15 @@ import (
 	"context"
 	"time"
 
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // Thread identifies a session's chat thread. It is the session's Location:
 // its ID() is the workflow ID.
-type Thread = workflows.Location
+type Thread = session.Location
 
 // User is a chat user.
-type User = workflows.User
+type User = session.User
 
 // Message is a normalized chat message addressed to the bot.
 type Message struct {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // Command names (without the "/" or "!").
@@ -239,7 +239,7 @@ func (c *Core) HandleCommand(ctx context.Context, p Poster, th Thread, u User, c
 		}
 		cctx, cancel := short()
 		defer cancel()
-		h, err := c.s.History(cctx, id, workflows.HistoryRequest{Last: min(n, MaxHistory)})
+		h, err := c.s.History(cctx, id, session.HistoryRequest{Last: min(n, MaxHistory)})
 		if err != nil {
 			return fail("history", err)
 		}
@@ -247,7 +247,7 @@ func (c *Core) HandleCommand(ctx context.Context, p Poster, th Thread, u User, c
 	case CmdStop:
 		cctx, cancel := long()
 		defer cancel()
-		r, err := c.s.Stop(cctx, id, workflows.StopRequest{User: u})
+		r, err := c.s.Stop(cctx, id, session.StopRequest{User: u})
 		if err != nil {
 			return fail("stop", err)
 		}
@@ -259,7 +259,7 @@ func (c *Core) HandleCommand(ctx context.Context, p Poster, th Thread, u User, c
 	case CmdPause:
 		cctx, cancel := long()
 		defer cancel()
-		r, err := c.s.Pause(cctx, id, workflows.PauseRequest{User: u})
+		r, err := c.s.Pause(cctx, id, session.PauseRequest{User: u})
 		if err != nil {
 			return fail("pause", err)
 		}
@@ -267,7 +267,7 @@ func (c *Core) HandleCommand(ctx context.Context, p Poster, th Thread, u User, c
 	case CmdResume:
 		cctx, cancel := short()
 		defer cancel()
-		if _, err := c.s.Resume(cctx, id, workflows.ResumeRequest{User: u}); err != nil {
+		if _, err := c.s.Resume(cctx, id, session.ResumeRequest{User: u}); err != nil {
 			return fail("resume", err)
 		}
 		// Messages queued while paused start a turn now: watch it.
@@ -302,7 +302,7 @@ func (c *Core) HandleCommand(ctx context.Context, p Poster, th Thread, u User, c
 		}
 		cctx, cancel := long()
 		defer cancel()
-		r, err := c.s.SetBackend(cctx, id, workflows.SetBackendRequest{Backend: cmd.Backend, User: u})
+		r, err := c.s.SetBackend(cctx, id, session.SetBackendRequest{Backend: cmd.Backend, User: u})
 		if err != nil {
 			return fail("backend", err)
 		}
@@ -326,7 +326,7 @@ func (c *Core) HandleCommand(ctx context.Context, p Poster, th Thread, u User, c
 		}
 		cctx, cancel := long()
 		defer cancel()
-		r, err := c.s.Destroy(cctx, id, workflows.DestroyRequest{User: u})
+		r, err := c.s.Destroy(cctx, id, session.DestroyRequest{User: u})
 		if err != nil {
 			return fail("destroy", err)
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 func TestParseCommand(t *testing.T) {
@@ -78,11 +78,11 @@ func TestParseCommand(t *testing.T) {
 
 func TestHandleCommandStatus(t *testing.T) {
 	f := &fakeSessions{
-		InfoFn: func(id string) (workflows.Info, error) {
-			return workflows.Info{WorkflowID: id, Title: "fix ci", Owner: User{ID: "U1", Name: "ann"}, Backend: "docker", Turns: 4}, nil
+		InfoFn: func(id string) (session.Info, error) {
+			return session.Info{WorkflowID: id, Title: "fix ci", Owner: User{ID: "U1", Name: "ann"}, Backend: "docker", Turns: 4}, nil
 		},
-		TurnStateFn: func(string) (workflows.TurnState, error) {
-			return workflows.TurnState{Turn: 4, Status: workflows.StatusThinking, Backend: "docker", PendingBackend: "local", Queued: 2}, nil
+		TurnStateFn: func(string) (session.TurnState, error) {
+			return session.TurnState{Turn: 4, Status: session.StatusThinking, Backend: "docker", PendingBackend: "local", Queued: 2}, nil
 		},
 	}
 	c := newTestCore(t, f, newAutoClock(), nil)
@@ -111,8 +111,8 @@ func TestHandleCommandStatus(t *testing.T) {
 
 func TestHandleCommandRelaysWorkflowErrors(t *testing.T) {
 	f := &fakeSessions{
-		SetBackendFn: func(string, workflows.SetBackendRequest) (workflows.SetBackendResponse, error) {
-			return workflows.SetBackendResponse{}, &UserError{Msg: `backend "gpu" is not available; available backends: local, docker`}
+		SetBackendFn: func(string, session.SetBackendRequest) (session.SetBackendResponse, error) {
+			return session.SetBackendResponse{}, &UserError{Msg: `backend "gpu" is not available; available backends: local, docker`}
 		},
 	}
 	c := newTestCore(t, f, newAutoClock(), nil)
@@ -125,8 +125,8 @@ func TestHandleCommandRelaysWorkflowErrors(t *testing.T) {
 	}
 
 	// An internal error shows a generic line and is returned.
-	f.SetBackendFn = func(string, workflows.SetBackendRequest) (workflows.SetBackendResponse, error) {
-		return workflows.SetBackendResponse{}, errors.New("dial tcp 10.0.0.7:7233: connection refused")
+	f.SetBackendFn = func(string, session.SetBackendRequest) (session.SetBackendResponse, error) {
+		return session.SetBackendResponse{}, errors.New("dial tcp 10.0.0.7:7233: connection refused")
 	}
 	r, err = c.HandleCommand(context.Background(), &recPoster{}, testThread, User{ID: "U1"}, Command{Name: CmdBackend, Backend: "gpu"})
 	if err == nil {
@@ -138,7 +138,7 @@ func TestHandleCommandRelaysWorkflowErrors(t *testing.T) {
 }
 
 func TestHandleCommandDestroyNeedsConfirm(t *testing.T) {
-	f := &fakeSessions{DestroyFn: func(string) (workflows.DestroyResponse, error) { return workflows.DestroyResponse{Turns: 3}, nil }}
+	f := &fakeSessions{DestroyFn: func(string) (session.DestroyResponse, error) { return session.DestroyResponse{Turns: 3}, nil }}
 	c := newTestCore(t, f, newAutoClock(), nil)
 	r, _ := c.HandleCommand(context.Background(), &recPoster{}, testThread, User{ID: "U1"}, Command{Name: CmdDestroy})
 	if f.count("destroy") != 0 || !strings.Contains(r.Text, "/destroy confirm") {
@@ -163,12 +163,12 @@ func (p *forkPoster) StartThread(_ context.Context, from Thread, title string) (
 }
 
 func TestHandleCommandFork(t *testing.T) {
-	var got workflows.ForkRequest
+	var got session.ForkRequest
 	f := &fakeSessions{
-		InfoFn: func(string) (workflows.Info, error) { return workflows.Info{Title: "fix ci"}, nil },
-		ForkFn: func(id string, req workflows.ForkRequest) (workflows.ForkResponse, error) {
+		InfoFn: func(string) (session.Info, error) { return session.Info{Title: "fix ci"}, nil },
+		ForkFn: func(id string, req session.ForkRequest) (session.ForkResponse, error) {
 			got = req
-			return workflows.ForkResponse{WorkflowID: req.Location.ID(), AtTurn: 3, Backend: "docker"}, nil
+			return session.ForkResponse{WorkflowID: req.Location.ID(), AtTurn: 3, Backend: "docker"}, nil
 		},
 	}
 	c := newTestCore(t, f, newAutoClock(), nil)

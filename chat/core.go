@@ -9,14 +9,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // StartDefaults is what a session started by a chat message begins with.
 // The message's author becomes the owner and the first line of the message
 // the title.
 type StartDefaults struct {
-	Settings workflows.Settings
+	Settings session.Settings
 	// Backend is the sandbox backend of new sessions ("" lets the workflow
 	// pick its default).
 	Backend string
@@ -190,8 +190,8 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 		c.deliver(ctx, p, th, r)
 		return err
 	}
-	if n := len(text); n > workflows.MaxMessageBytes {
-		c.say(ctx, p, th, fmt.Sprintf("Your message is %d bytes; the limit is %d bytes. Put large content in a file in the workspace and point me at it.", n, workflows.MaxMessageBytes))
+	if n := len(text); n > session.MaxMessageBytes {
+		c.say(ctx, p, th, fmt.Sprintf("Your message is %d bytes; the limit is %d bytes. Put large content in a file in the workspace and point me at it.", n, session.MaxMessageBytes))
 		return nil
 	}
 	if m.EventID == "" {
@@ -200,7 +200,7 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 	defer cancel()
-	resp, err := c.s.Send(cctx, c.startInput(th, m.User, text), workflows.MessageRequest{EventID: m.EventID, User: m.User, Text: text})
+	resp, err := c.s.Send(cctx, c.startInput(th, m.User, text), session.MessageRequest{EventID: m.EventID, User: m.User, Text: text})
 	if err != nil {
 		c.say(ctx, p, th, UserMessage(err))
 		return c.internal(err, "send", th.ID())
@@ -215,9 +215,9 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 }
 
 // startInput is the SessionInput of a session started by a message.
-func (c *Core) startInput(th Thread, u User, text string) workflows.SessionInput {
+func (c *Core) startInput(th Thread, u User, text string) session.SessionInput {
 	title, _, _ := strings.Cut(text, "\n")
-	return workflows.SessionInput{
+	return session.SessionInput{
 		Location: th,
 		Owner:    u,
 		Title:    truncate(strings.TrimSpace(title), 60),
@@ -261,7 +261,7 @@ func (c *Core) Resume(ctx context.Context, p Poster, platform string) error {
 // needsWatch reports whether a turn found at start-up still needs a
 // watcher: it runs, or it ended after its status message was posted but
 // before its final answer was.
-func needsWatch(ts workflows.TurnState) bool {
+func needsWatch(ts session.TurnState) bool {
 	if ts.Status.Active() {
 		return true
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 func TestHandleMessageEmptyAndOversized(t *testing.T) {
@@ -18,7 +18,7 @@ func TestHandleMessageEmptyAndOversized(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	big := strings.Repeat("x", workflows.MaxMessageBytes+1)
+	big := strings.Repeat("x", session.MaxMessageBytes+1)
 	if err := c.HandleMessage(context.Background(), p, msg("e2", big)); err != nil {
 		t.Fatal(err)
 	}
@@ -36,16 +36,16 @@ func TestHandleMessageEmptyAndOversized(t *testing.T) {
 }
 
 func TestHandleMessageStartsSession(t *testing.T) {
-	var gotIn workflows.SessionInput
-	var gotReq workflows.MessageRequest
+	var gotIn session.SessionInput
+	var gotReq session.MessageRequest
 	f := &fakeSessions{
-		SendFn: func(in workflows.SessionInput, req workflows.MessageRequest) (workflows.MessageResponse, error) {
+		SendFn: func(in session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
 			gotIn, gotReq = in, req
-			return workflows.MessageResponse{Turn: 1}, nil
+			return session.MessageResponse{Turn: 1}, nil
 		},
-		TurnStateFn: (&script{states: []workflows.TurnState{done(1, 1, "hi")}}).next,
+		TurnStateFn: (&script{states: []session.TurnState{done(1, 1, "hi")}}).next,
 	}
-	settings := workflows.Settings{ApprovalMode: workflows.ApproveUnlessReadOnly, MaxToolCalls: 7}
+	settings := session.Settings{ApprovalMode: session.ApproveUnlessReadOnly, MaxToolCalls: 7}
 	c := newTestCore(t, f, newAutoClock(), func(cfg *CoreConfig) {
 		cfg.Start = StartDefaults{Settings: settings, Backend: "docker"}
 	})
@@ -68,8 +68,8 @@ func TestHandleMessageStartsSession(t *testing.T) {
 }
 
 func TestHandleMessageShowsValidatorRejection(t *testing.T) {
-	f := &fakeSessions{SendFn: func(workflows.SessionInput, workflows.MessageRequest) (workflows.MessageResponse, error) {
-		return workflows.MessageResponse{}, &UserError{Msg: "this session has been destroyed", Err: errors.New("validator")}
+	f := &fakeSessions{SendFn: func(session.SessionInput, session.MessageRequest) (session.MessageResponse, error) {
+		return session.MessageResponse{}, &UserError{Msg: "this session has been destroyed", Err: errors.New("validator")}
 	}}
 	c := newTestCore(t, f, newAutoClock(), nil)
 	p := &recPoster{}
@@ -85,10 +85,10 @@ func TestHandleMessageShowsValidatorRejection(t *testing.T) {
 }
 
 func TestHandleMessageCommands(t *testing.T) {
-	f := &fakeSessions{StopFn: func(string) (workflows.StopResponse, error) {
-		return workflows.StopResponse{Stopped: true, Turn: 3}, nil
+	f := &fakeSessions{StopFn: func(string) (session.StopResponse, error) {
+		return session.StopResponse{Stopped: true, Turn: 3}, nil
 	},
-		TurnStateFn: (&script{states: []workflows.TurnState{done(3, 9, "x")}}).next}
+		TurnStateFn: (&script{states: []session.TurnState{done(3, 9, "x")}}).next}
 	c := newTestCore(t, f, newAutoClock(), nil)
 	p := &recPoster{}
 	for _, text := range []string{"/stop", "/nonsense", "/help", "!stop"} {

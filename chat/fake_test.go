@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // fakeSessions is a recording Sessions whose behaviour is set per test
@@ -21,21 +21,21 @@ import (
 type fakeSessions struct {
 	mu    sync.Mutex
 	calls []string
-	refs  []workflows.ChatRefRequest
+	refs  []session.ChatRefRequest
 
-	SendFn       func(workflows.SessionInput, workflows.MessageRequest) (workflows.MessageResponse, error)
-	TurnStateFn  func(id string) (workflows.TurnState, error)
-	ApproveFn    func(id string, req workflows.ApproveRequest) (workflows.ApproveResponse, error)
-	StopFn       func(id string) (workflows.StopResponse, error)
-	PauseFn      func(id string) (workflows.PauseResponse, error)
-	ResumeFn     func(id string) (workflows.PauseResponse, error)
-	DestroyFn    func(id string) (workflows.DestroyResponse, error)
-	SetBackendFn func(id string, req workflows.SetBackendRequest) (workflows.SetBackendResponse, error)
-	ForkFn       func(id string, req workflows.ForkRequest) (workflows.ForkResponse, error)
-	InfoFn       func(id string) (workflows.Info, error)
-	HistoryFn    func(id string, req workflows.HistoryRequest) ([]workflows.HistoryEntry, error)
+	SendFn       func(session.SessionInput, session.MessageRequest) (session.MessageResponse, error)
+	TurnStateFn  func(id string) (session.TurnState, error)
+	ApproveFn    func(id string, req session.ApproveRequest) (session.ApproveResponse, error)
+	StopFn       func(id string) (session.StopResponse, error)
+	PauseFn      func(id string) (session.PauseResponse, error)
+	ResumeFn     func(id string) (session.PauseResponse, error)
+	DestroyFn    func(id string) (session.DestroyResponse, error)
+	SetBackendFn func(id string, req session.SetBackendRequest) (session.SetBackendResponse, error)
+	ForkFn       func(id string, req session.ForkRequest) (session.ForkResponse, error)
+	InfoFn       func(id string) (session.Info, error)
+	HistoryFn    func(id string, req session.HistoryRequest) ([]session.HistoryEntry, error)
 	ListFn       func(f ListFilter) ([]SessionSummary, error)
-	RecordFn     func(id string, req workflows.ChatRefRequest) error
+	RecordFn     func(id string, req session.ChatRefRequest) error
 }
 
 var _ Sessions = (*fakeSessions)(nil)
@@ -64,7 +64,7 @@ func (f *fakeSessions) count(prefix string) int {
 	return n
 }
 
-func (f *fakeSessions) Refs() []workflows.ChatRefRequest {
+func (f *fakeSessions) Refs() []session.ChatRefRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.refs)
@@ -72,79 +72,79 @@ func (f *fakeSessions) Refs() []workflows.ChatRefRequest {
 
 func unexpected(call string) error { return fmt.Errorf("fake: unexpected call %s", call) }
 
-func (f *fakeSessions) Send(_ context.Context, in workflows.SessionInput, req workflows.MessageRequest) (workflows.MessageResponse, error) {
+func (f *fakeSessions) Send(_ context.Context, in session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
 	f.record("send " + req.EventID)
 	if f.SendFn == nil {
-		return workflows.MessageResponse{}, unexpected("send")
+		return session.MessageResponse{}, unexpected("send")
 	}
 	return f.SendFn(in, req)
 }
 
-func (f *fakeSessions) TurnState(_ context.Context, id string) (workflows.TurnState, error) {
+func (f *fakeSessions) TurnState(_ context.Context, id string) (session.TurnState, error) {
 	f.record("turn_state")
 	if f.TurnStateFn == nil {
-		return workflows.TurnState{}, unexpected("turn_state")
+		return session.TurnState{}, unexpected("turn_state")
 	}
 	return f.TurnStateFn(id)
 }
 
-func (f *fakeSessions) Approve(_ context.Context, id string, req workflows.ApproveRequest) (workflows.ApproveResponse, error) {
+func (f *fakeSessions) Approve(_ context.Context, id string, req session.ApproveRequest) (session.ApproveResponse, error) {
 	f.record(fmt.Sprintf("approve %s %s %s", req.CallID, req.Decision, req.User.ID))
 	if f.ApproveFn == nil {
-		return workflows.ApproveResponse{}, unexpected("approve")
+		return session.ApproveResponse{}, unexpected("approve")
 	}
 	return f.ApproveFn(id, req)
 }
 
-func (f *fakeSessions) Stop(_ context.Context, id string, _ workflows.StopRequest) (workflows.StopResponse, error) {
+func (f *fakeSessions) Stop(_ context.Context, id string, _ session.StopRequest) (session.StopResponse, error) {
 	f.record("stop")
 	if f.StopFn == nil {
-		return workflows.StopResponse{}, unexpected("stop")
+		return session.StopResponse{}, unexpected("stop")
 	}
 	return f.StopFn(id)
 }
 
-func (f *fakeSessions) Pause(_ context.Context, id string, _ workflows.PauseRequest) (workflows.PauseResponse, error) {
+func (f *fakeSessions) Pause(_ context.Context, id string, _ session.PauseRequest) (session.PauseResponse, error) {
 	f.record("pause")
 	if f.PauseFn == nil {
-		return workflows.PauseResponse{}, unexpected("pause")
+		return session.PauseResponse{}, unexpected("pause")
 	}
 	return f.PauseFn(id)
 }
 
-func (f *fakeSessions) Resume(_ context.Context, id string, _ workflows.ResumeRequest) (workflows.PauseResponse, error) {
+func (f *fakeSessions) Resume(_ context.Context, id string, _ session.ResumeRequest) (session.PauseResponse, error) {
 	f.record("resume")
 	if f.ResumeFn == nil {
-		return workflows.PauseResponse{}, unexpected("resume")
+		return session.PauseResponse{}, unexpected("resume")
 	}
 	return f.ResumeFn(id)
 }
 
-func (f *fakeSessions) Destroy(_ context.Context, id string, _ workflows.DestroyRequest) (workflows.DestroyResponse, error) {
+func (f *fakeSessions) Destroy(_ context.Context, id string, _ session.DestroyRequest) (session.DestroyResponse, error) {
 	f.record("destroy")
 	if f.DestroyFn == nil {
-		return workflows.DestroyResponse{}, unexpected("destroy")
+		return session.DestroyResponse{}, unexpected("destroy")
 	}
 	return f.DestroyFn(id)
 }
 
-func (f *fakeSessions) SetBackend(_ context.Context, id string, req workflows.SetBackendRequest) (workflows.SetBackendResponse, error) {
+func (f *fakeSessions) SetBackend(_ context.Context, id string, req session.SetBackendRequest) (session.SetBackendResponse, error) {
 	f.record("set_backend " + req.Backend)
 	if f.SetBackendFn == nil {
-		return workflows.SetBackendResponse{}, unexpected("set_backend")
+		return session.SetBackendResponse{}, unexpected("set_backend")
 	}
 	return f.SetBackendFn(id, req)
 }
 
-func (f *fakeSessions) Fork(_ context.Context, id string, req workflows.ForkRequest) (workflows.ForkResponse, error) {
+func (f *fakeSessions) Fork(_ context.Context, id string, req session.ForkRequest) (session.ForkResponse, error) {
 	f.record("fork")
 	if f.ForkFn == nil {
-		return workflows.ForkResponse{}, unexpected("fork")
+		return session.ForkResponse{}, unexpected("fork")
 	}
 	return f.ForkFn(id, req)
 }
 
-func (f *fakeSessions) RecordChatRef(_ context.Context, id string, req workflows.ChatRefRequest) error {
+func (f *fakeSessions) RecordChatRef(_ context.Context, id string, req session.ChatRefRequest) error {
 	f.record("chat_ref " + req.Kind)
 	f.mu.Lock()
 	f.refs = append(f.refs, req)
@@ -155,15 +155,15 @@ func (f *fakeSessions) RecordChatRef(_ context.Context, id string, req workflows
 	return nil
 }
 
-func (f *fakeSessions) Info(_ context.Context, id string) (workflows.Info, error) {
+func (f *fakeSessions) Info(_ context.Context, id string) (session.Info, error) {
 	f.record("info")
 	if f.InfoFn == nil {
-		return workflows.Info{}, unexpected("info")
+		return session.Info{}, unexpected("info")
 	}
 	return f.InfoFn(id)
 }
 
-func (f *fakeSessions) History(_ context.Context, id string, req workflows.HistoryRequest) ([]workflows.HistoryEntry, error) {
+func (f *fakeSessions) History(_ context.Context, id string, req session.HistoryRequest) ([]session.HistoryEntry, error) {
 	f.record("history")
 	if f.HistoryFn == nil {
 		return nil, unexpected("history")
@@ -182,11 +182,11 @@ func (f *fakeSessions) List(_ context.Context, fl ListFilter) ([]SessionSummary,
 // script answers TurnState polls with states in order, repeating the last.
 type script struct {
 	mu     sync.Mutex
-	states []workflows.TurnState
+	states []session.TurnState
 	polls  int
 }
 
-func (s *script) next(string) (workflows.TurnState, error) {
+func (s *script) next(string) (session.TurnState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := min(s.polls, len(s.states)-1)

@@ -6,8 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandbot/sandbot/agent"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // maxListed caps /sessions (each listed session costs one query).
@@ -53,7 +52,7 @@ func (c *Core) status(ctx context.Context, p Poster, th Thread) (Reply, error) {
 	}
 	if info.Parent != "" {
 		from := info.Parent
-		if loc, err := workflows.ParseID(info.Parent); err == nil {
+		if loc, err := session.ParseID(info.Parent); err == nil {
 			from = threadLink(p, loc)
 		}
 		fields = append(fields, Field{Label: "Forked from", Value: fmt.Sprintf("%s at turn %d", from, info.ForkedAtTurn)})
@@ -133,7 +132,7 @@ func (c *Core) fork(ctx context.Context, p Poster, th Thread, u User, cmd Comman
 		return Reply{Text: "I could not open a thread for the fork; try again in a moment.", Ephemeral: true}, fmt.Errorf("chat: fork: start thread: %w", err)
 	}
 	cctx, cancel = context.WithTimeout(ctx, c.cfg.LongCallTimeout)
-	r, err := c.s.Fork(cctx, id, workflows.ForkRequest{Location: to, Title: cmd.Title, Backend: cmd.Backend, User: u})
+	r, err := c.s.Fork(cctx, id, session.ForkRequest{Location: to, Title: cmd.Title, Backend: cmd.Backend, User: u})
 	cancel()
 	if err != nil {
 		c.say(ctx, p, to, "This fork could not be created: "+UserMessage(err))
@@ -152,7 +151,7 @@ func orDefault(s, fallback string) string {
 
 // renderHistory shows transcript entries compactly, within limit runes
 // (the newest entries win).
-func renderHistory(h []workflows.HistoryEntry, limit int) string {
+func renderHistory(h []session.HistoryEntry, limit int) string {
 	if len(h) == 0 {
 		return "Nothing to show yet: this session has no transcript."
 	}
@@ -182,24 +181,24 @@ func renderHistory(h []workflows.HistoryEntry, limit int) string {
 	return out
 }
 
-func historyLine(e workflows.HistoryEntry) string {
+func historyLine(e session.HistoryEntry) string {
 	m := e.Msg
 	oneLine := func(s string, n int) string { return truncate(strings.Join(strings.Fields(s), " "), n) }
 	switch m.Role {
-	case agent.RoleUser:
+	case session.RoleUser:
 		who := orDefault(m.User, "user")
 		return "👤 **" + who + "**: " + oneLine(m.Content, 200)
-	case agent.RoleAssistant:
+	case session.RoleAssistant:
 		var parts []string
 		if m.Content != "" {
 			parts = append(parts, "🤖 "+oneLine(m.Content, 300))
 		}
 		for _, tc := range m.ToolCalls {
-			c := workflows.ToolCallState{Name: tc.Name, Arguments: tc.Arguments}
+			c := session.ToolCallState{Name: tc.Name, Arguments: tc.Arguments}
 			parts = append(parts, "🔧 `"+commandLine(c, 100)+"`")
 		}
 		return strings.Join(parts, "\n")
-	case agent.RoleTool:
+	case session.RoleTool:
 		return "↳ " + oneLine(m.Content, 120)
 	}
 	return ""

@@ -6,8 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandbot/sandbot/agent"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // RenderOptions shapes RenderTurn's card. Zero fields take the defaults
@@ -60,7 +59,7 @@ func (o RenderOptions) withDefaults() RenderOptions {
 // buttons, the error, notices, and a footer. It is a pure function of its
 // arguments, and the card stays within opts.MaxChars. Card text is
 // Markdown: **bold**, _italic_, `code`; Code blocks hold raw text.
-func RenderTurn(ts workflows.TurnState, opts RenderOptions) Card {
+func RenderTurn(ts session.TurnState, opts RenderOptions) Card {
 	o := opts.withDefaults()
 	listed := min(len(ts.ToolCalls), o.MaxToolCalls)
 	outputs := o.MaxOutputCalls
@@ -79,7 +78,7 @@ func RenderTurn(ts workflows.TurnState, opts RenderOptions) Card {
 	}
 }
 
-func renderTurn(ts workflows.TurnState, o RenderOptions, listed, outputs int) Card {
+func renderTurn(ts session.TurnState, o RenderOptions, listed, outputs int) Card {
 	card := Card{Title: turnTitle(ts)}
 	add := func(b Block) { card.Blocks = append(card.Blocks, b) }
 
@@ -89,12 +88,12 @@ func renderTurn(ts workflows.TurnState, o RenderOptions, listed, outputs int) Ca
 	}
 	for i, c := range shown {
 		add(Block{Kind: BlockText, Text: callLine(c, o)})
-		if i >= len(shown)-outputs && c.Output != "" && c.Status != workflows.CallPending && c.Status != workflows.CallAwaitingApproval {
+		if i >= len(shown)-outputs && c.Output != "" && c.Status != session.CallPending && c.Status != session.CallAwaitingApproval {
 			add(Block{Kind: BlockCode, Text: outputTail(c.Output, o.MaxOutputLines, o.MaxOutputChars)})
 		}
 	}
 
-	if p := ts.Pending; p != nil && ts.Status == workflows.StatusAwaitingApproval {
+	if p := ts.Pending; p != nil && ts.Status == session.StatusAwaitingApproval {
 		add(Block{Kind: BlockDivider})
 		head := "✋ **Approval needed** to run this command"
 		if p.Reason != "" {
@@ -123,7 +122,7 @@ func renderTurn(ts workflows.TurnState, o RenderOptions, listed, outputs int) Ca
 		}})
 	}
 
-	if ts.Status == workflows.StatusFailed && ts.Error != "" {
+	if ts.Status == session.StatusFailed && ts.Error != "" {
 		add(Block{Kind: BlockText, Text: "❌ " + ts.Error})
 	}
 	if n := len(ts.Notices); n > 0 {
@@ -139,19 +138,19 @@ func renderTurn(ts workflows.TurnState, o RenderOptions, listed, outputs int) Ca
 }
 
 // turnTitle is the card's header: the turn's state in a word or two.
-func turnTitle(ts workflows.TurnState) string {
+func turnTitle(ts session.TurnState) string {
 	switch {
 	case ts.Stopped:
 		return "⏹️ Stopped"
-	case ts.Status == workflows.StatusFailed:
+	case ts.Status == session.StatusFailed:
 		return "❌ Failed"
-	case ts.Status == workflows.StatusComplete:
+	case ts.Status == session.StatusComplete:
 		return "✅ Done"
-	case ts.Status == workflows.StatusAwaitingApproval:
+	case ts.Status == session.StatusAwaitingApproval:
 		return "✋ Waiting for approval"
-	case ts.Status == workflows.StatusThinking:
+	case ts.Status == session.StatusThinking:
 		for _, c := range ts.ToolCalls {
-			if c.Status == workflows.CallRunning {
+			if c.Status == session.CallRunning {
 				return "⚙️ Running"
 			}
 		}
@@ -162,7 +161,7 @@ func turnTitle(ts workflows.TurnState) string {
 	return "💤 Idle"
 }
 
-func footer(ts workflows.TurnState) string {
+func footer(ts session.TurnState) string {
 	parts := []string{fmt.Sprintf("Turn %d", ts.Turn)}
 	if ts.Backend != "" {
 		b := ts.Backend
@@ -186,23 +185,23 @@ func footer(ts workflows.TurnState) string {
 	return strings.Join(parts, " · ")
 }
 
-var callIcons = map[workflows.CallStatus]string{
-	workflows.CallPending:          "🕓",
-	workflows.CallAwaitingApproval: "✋",
-	workflows.CallRunning:          "⏳",
-	workflows.CallCompleted:        "✅",
-	workflows.CallRejected:         "🚫",
-	workflows.CallFailed:           "❌",
+var callIcons = map[session.CallStatus]string{
+	session.CallPending:          "🕓",
+	session.CallAwaitingApproval: "✋",
+	session.CallRunning:          "⏳",
+	session.CallCompleted:        "✅",
+	session.CallRejected:         "🚫",
+	session.CallFailed:           "❌",
 }
 
 // callLine is one tool call: icon, command, duration, exit code, and the
 // decision or error on a second line.
-func callLine(c workflows.ToolCallState, o RenderOptions) string {
+func callLine(c session.ToolCallState, o RenderOptions) string {
 	icon := callIcons[c.Status]
 	if icon == "" {
 		icon = "•"
 	}
-	if c.Status == workflows.CallCompleted && c.ExitCode != nil && *c.ExitCode != 0 {
+	if c.Status == session.CallCompleted && c.ExitCode != nil && *c.ExitCode != 0 {
 		icon = "⚠️"
 	}
 	line := icon + " `" + commandLine(c, o.MaxCommandChars) + "`"
@@ -222,29 +221,29 @@ func callLine(c workflows.ToolCallState, o RenderOptions) string {
 }
 
 // decisionText describes a recorded approval decision.
-func decisionText(d workflows.DecisionRecord, mention func(User) string) string {
+func decisionText(d session.DecisionRecord, mention func(User) string) string {
 	switch {
 	case d.Expired:
 		return "approval expired; not run"
 	case d.Auto:
 		return "auto-approved (approved always earlier)"
-	case d.Decision == workflows.DecisionApproveAlways:
+	case d.Decision == session.DecisionApproveAlways:
 		return "approved always by " + mention(d.User)
-	case d.Decision == workflows.DecisionApprove:
+	case d.Decision == session.DecisionApprove:
 		return "approved by " + mention(d.User)
-	case d.Decision == workflows.DecisionReject && d.Reason != "":
+	case d.Decision == session.DecisionReject && d.Reason != "":
 		return "rejected by " + mention(d.User) + ": " + truncate(d.Reason, 200)
-	case d.Decision == workflows.DecisionReject:
+	case d.Decision == session.DecisionReject:
 		return "rejected by " + mention(d.User)
 	}
 	return string(d.Decision)
 }
 
 // commandLine is a call's command on one line, at most n runes.
-func commandLine(c workflows.ToolCallState, n int) string {
+func commandLine(c session.ToolCallState, n int) string {
 	cmds := c.Commands
 	if len(cmds) == 0 {
-		var args agent.ShellArgs
+		var args session.ShellArgs
 		if json.Unmarshal([]byte(c.Arguments), &args) == nil {
 			cmds = args.Commands
 		}
@@ -283,7 +282,7 @@ func outputTail(out string, lines, chars int) string {
 func codeSafe(s string) string { return strings.ReplaceAll(s, "```", "ˋˋˋ") }
 
 // expiry formats when a pending approval expires, in UTC.
-func expiry(p *workflows.PendingApproval) string {
+func expiry(p *session.PendingApproval) string {
 	t := p.ExpiresAt.UTC()
 	if p.AskedAt.IsZero() || t.Sub(p.AskedAt) > 12*time.Hour {
 		return "at " + t.Format("Jan 2 15:04 UTC")

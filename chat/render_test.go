@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -20,51 +20,51 @@ func exit(n int) *int { return &n }
 
 var t0 = time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC)
 
-func renderCases() map[string]workflows.TurnState {
+func renderCases() map[string]session.TurnState {
 	ann := User{ID: "U1", Name: "ann"}
 	longOut := ""
 	for i := 1; i <= 40; i++ {
 		longOut += fmt.Sprintf("ok  \tgithub.com/acme/pkg%d\t0.%02ds\n", i, i)
 	}
-	many := make([]workflows.ToolCallState, 14)
+	many := make([]session.ToolCallState, 14)
 	for i := range many {
-		many[i] = workflows.ToolCallState{CallID: fmt.Sprintf("call_%d", i), Name: "shell", Commands: []string{fmt.Sprintf("step %d", i)},
-			Status: workflows.CallCompleted, ExitCode: exit(0), Duration: time.Duration(i+1) * 300 * time.Millisecond, Output: fmt.Sprintf("out %d", i)}
+		many[i] = session.ToolCallState{CallID: fmt.Sprintf("call_%d", i), Name: "shell", Commands: []string{fmt.Sprintf("step %d", i)},
+			Status: session.CallCompleted, ExitCode: exit(0), Duration: time.Duration(i+1) * 300 * time.Millisecond, Output: fmt.Sprintf("out %d", i)}
 	}
-	return map[string]workflows.TurnState{
-		"thinking": {Turn: 1, Version: 3, Status: workflows.StatusThinking, Backend: "local", StartedAt: t0},
-		"running": {Turn: 2, Version: 7, Status: workflows.StatusThinking, Backend: "docker", StartedAt: t0, Queued: 1,
-			ToolCalls: []workflows.ToolCallState{
-				{CallID: "call_a", Name: "shell", Commands: []string{"go build ./...", "go vet ./..."}, Status: workflows.CallCompleted, ExitCode: exit(0), Duration: 2300 * time.Millisecond, Output: "building\nvet ok\n"},
-				{CallID: "call_b", Name: "shell", Arguments: `{"commands":["go test ./... 2>&1 | tail -n 50 && echo done with a very long command line that goes on"]}`, Status: workflows.CallRunning, Output: longOut},
+	return map[string]session.TurnState{
+		"thinking": {Turn: 1, Version: 3, Status: session.StatusThinking, Backend: "local", StartedAt: t0},
+		"running": {Turn: 2, Version: 7, Status: session.StatusThinking, Backend: "docker", StartedAt: t0, Queued: 1,
+			ToolCalls: []session.ToolCallState{
+				{CallID: "call_a", Name: "shell", Commands: []string{"go build ./...", "go vet ./..."}, Status: session.CallCompleted, ExitCode: exit(0), Duration: 2300 * time.Millisecond, Output: "building\nvet ok\n"},
+				{CallID: "call_b", Name: "shell", Arguments: `{"commands":["go test ./... 2>&1 | tail -n 50 && echo done with a very long command line that goes on"]}`, Status: session.CallRunning, Output: longOut},
 			}},
-		"awaiting approval": {Turn: 3, Version: 12, Status: workflows.StatusAwaitingApproval, Backend: "docker", StartedAt: t0,
-			ToolCalls: []workflows.ToolCallState{
-				{CallID: "call_c", Name: "shell", Commands: []string{"rm -rf build/ && make `release`"}, Status: workflows.CallAwaitingApproval},
+		"awaiting approval": {Turn: 3, Version: 12, Status: session.StatusAwaitingApproval, Backend: "docker", StartedAt: t0,
+			ToolCalls: []session.ToolCallState{
+				{CallID: "call_c", Name: "shell", Commands: []string{"rm -rf build/ && make `release`"}, Status: session.CallAwaitingApproval},
 			},
-			Pending: &workflows.PendingApproval{CallID: "call_c", Command: "rm -rf build/ && make `release`", Reason: "writes outside the read-only allowlist",
+			Pending: &session.PendingApproval{CallID: "call_c", Command: "rm -rf build/ && make `release`", Reason: "writes outside the read-only allowlist",
 				AskedAt: t0, ExpiresAt: t0.Add(30 * time.Minute)}},
-		"decided": {Turn: 4, Version: 20, Status: workflows.StatusComplete, Backend: "docker", StartedAt: t0, EndedAt: t0.Add(75 * time.Second),
+		"decided": {Turn: 4, Version: 20, Status: session.StatusComplete, Backend: "docker", StartedAt: t0, EndedAt: t0.Add(75 * time.Second),
 			FinalText: "All done.",
-			ToolCalls: []workflows.ToolCallState{
-				{CallID: "c1", Name: "shell", Commands: []string{"make deploy"}, Status: workflows.CallCompleted, ExitCode: exit(2), Duration: 4 * time.Second, Output: "error: no target\n",
-					Decision: &workflows.DecisionRecord{CallID: "c1", Decision: workflows.DecisionApprove, User: ann}},
-				{CallID: "c2", Name: "shell", Commands: []string{"git push --force"}, Status: workflows.CallRejected,
-					Decision: &workflows.DecisionRecord{CallID: "c2", Decision: workflows.DecisionReject, Reason: "not on main", User: ann}},
-				{CallID: "c3", Name: "shell", Commands: []string{"curl example.com"}, Status: workflows.CallRejected,
-					Decision: &workflows.DecisionRecord{CallID: "c3", Decision: workflows.DecisionReject, Expired: true}},
-				{CallID: "c4", Name: "shell", Commands: []string{"ls"}, Status: workflows.CallCompleted, ExitCode: exit(0), Duration: 100 * time.Millisecond,
-					Decision: &workflows.DecisionRecord{CallID: "c4", Decision: workflows.DecisionApproveAlways, Auto: true}},
+			ToolCalls: []session.ToolCallState{
+				{CallID: "c1", Name: "shell", Commands: []string{"make deploy"}, Status: session.CallCompleted, ExitCode: exit(2), Duration: 4 * time.Second, Output: "error: no target\n",
+					Decision: &session.DecisionRecord{CallID: "c1", Decision: session.DecisionApprove, User: ann}},
+				{CallID: "c2", Name: "shell", Commands: []string{"git push --force"}, Status: session.CallRejected,
+					Decision: &session.DecisionRecord{CallID: "c2", Decision: session.DecisionReject, Reason: "not on main", User: ann}},
+				{CallID: "c3", Name: "shell", Commands: []string{"curl example.com"}, Status: session.CallRejected,
+					Decision: &session.DecisionRecord{CallID: "c3", Decision: session.DecisionReject, Expired: true}},
+				{CallID: "c4", Name: "shell", Commands: []string{"ls"}, Status: session.CallCompleted, ExitCode: exit(0), Duration: 100 * time.Millisecond,
+					Decision: &session.DecisionRecord{CallID: "c4", Decision: session.DecisionApproveAlways, Auto: true}},
 			},
 			Notices: []string{"The approval request for `curl example.com` expired after 30m0s; the command was not run."}},
-		"failed": {Turn: 5, Version: 30, Status: workflows.StatusFailed, Backend: "local", StartedAt: t0, EndedAt: t0.Add(3 * time.Second),
+		"failed": {Turn: 5, Version: 30, Status: session.StatusFailed, Backend: "local", StartedAt: t0, EndedAt: t0.Add(3 * time.Second),
 			Error: "the model endpoint refused the API key (401); check SANDBOT_MODEL_API_KEY",
-			ToolCalls: []workflows.ToolCallState{
-				{CallID: "c1", Name: "shell", Commands: []string{"sleep 999"}, Status: workflows.CallFailed, Error: "interrupted: the worker running this command stopped responding; the command was not re-run"},
+			ToolCalls: []session.ToolCallState{
+				{CallID: "c1", Name: "shell", Commands: []string{"sleep 999"}, Status: session.CallFailed, Error: "interrupted: the worker running this command stopped responding; the command was not re-run"},
 			}},
-		"stopped": {Turn: 6, Version: 31, Status: workflows.StatusComplete, Stopped: true, FinalText: "Stopped by ann.", Backend: "local", StartedAt: t0, EndedAt: t0.Add(9 * time.Second),
+		"stopped": {Turn: 6, Version: 31, Status: session.StatusComplete, Stopped: true, FinalText: "Stopped by ann.", Backend: "local", StartedAt: t0, EndedAt: t0.Add(9 * time.Second),
 			PendingBackend: "docker", Paused: true},
-		"many calls": {Turn: 7, Version: 99, Status: workflows.StatusThinking, Backend: "local", StartedAt: t0, ToolCalls: many},
+		"many calls": {Turn: 7, Version: 99, Status: session.StatusThinking, Backend: "local", StartedAt: t0, ToolCalls: many},
 	}
 }
 
@@ -107,12 +107,12 @@ func TestRenderTurnGolden(t *testing.T) {
 func TestRenderTurnBounds(t *testing.T) {
 	// Many calls with long output and long commands stay within MaxChars,
 	// listing the latest calls and counting the rest.
-	calls := make([]workflows.ToolCallState, 60)
+	calls := make([]session.ToolCallState, 60)
 	for i := range calls {
-		calls[i] = workflows.ToolCallState{CallID: fmt.Sprint(i), Commands: []string{strings.Repeat("x", 500)},
-			Status: workflows.CallCompleted, ExitCode: exit(1), Output: strings.Repeat("line of output\n", 200)}
+		calls[i] = session.ToolCallState{CallID: fmt.Sprint(i), Commands: []string{strings.Repeat("x", 500)},
+			Status: session.CallCompleted, ExitCode: exit(1), Output: strings.Repeat("line of output\n", 200)}
 	}
-	ts := workflows.TurnState{Turn: 1, Status: workflows.StatusThinking, ToolCalls: calls}
+	ts := session.TurnState{Turn: 1, Status: session.StatusThinking, ToolCalls: calls}
 	for _, limit := range []int{3500, 1500, 600} {
 		card := RenderTurn(ts, RenderOptions{MaxChars: limit})
 		if n := cardLen(card); n > limit {
@@ -155,7 +155,7 @@ func TestRenderApprovalButtons(t *testing.T) {
 		}
 	}
 	// Once decided, the buttons are gone.
-	ts.Status = workflows.StatusThinking
+	ts.Status = session.StatusThinking
 	ts.Pending = nil
 	for _, b := range RenderTurn(ts, RenderOptions{}).Blocks {
 		if b.Kind == BlockActions {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // Sessions is what the core needs from the session workflows. The Temporal
@@ -23,23 +23,23 @@ type Sessions interface {
 	// Send delivers a chat message, starting the session from start if no
 	// run of start.Location.ID() is running. Redelivering the same
 	// req.EventID returns the first answer with Duplicate set.
-	Send(ctx context.Context, start workflows.SessionInput, req workflows.MessageRequest) (workflows.MessageResponse, error)
+	Send(ctx context.Context, start session.SessionInput, req session.MessageRequest) (session.MessageResponse, error)
 	// TurnState returns the current (or last) turn of the session.
-	TurnState(ctx context.Context, id string) (workflows.TurnState, error)
-	Approve(ctx context.Context, id string, req workflows.ApproveRequest) (workflows.ApproveResponse, error)
-	Stop(ctx context.Context, id string, req workflows.StopRequest) (workflows.StopResponse, error)
+	TurnState(ctx context.Context, id string) (session.TurnState, error)
+	Approve(ctx context.Context, id string, req session.ApproveRequest) (session.ApproveResponse, error)
+	Stop(ctx context.Context, id string, req session.StopRequest) (session.StopResponse, error)
 	// Pause returns once the session is quiet at a turn boundary.
-	Pause(ctx context.Context, id string, req workflows.PauseRequest) (workflows.PauseResponse, error)
-	Resume(ctx context.Context, id string, req workflows.ResumeRequest) (workflows.PauseResponse, error)
+	Pause(ctx context.Context, id string, req session.PauseRequest) (session.PauseResponse, error)
+	Resume(ctx context.Context, id string, req session.ResumeRequest) (session.PauseResponse, error)
 	// Destroy returns after the sandbox and snapshots are removed.
-	Destroy(ctx context.Context, id string, req workflows.DestroyRequest) (workflows.DestroyResponse, error)
-	SetBackend(ctx context.Context, id string, req workflows.SetBackendRequest) (workflows.SetBackendResponse, error)
+	Destroy(ctx context.Context, id string, req session.DestroyRequest) (session.DestroyResponse, error)
+	SetBackend(ctx context.Context, id string, req session.SetBackendRequest) (session.SetBackendResponse, error)
 	// Fork copies session id into the new location req.Location.
-	Fork(ctx context.Context, id string, req workflows.ForkRequest) (workflows.ForkResponse, error)
+	Fork(ctx context.Context, id string, req session.ForkRequest) (session.ForkResponse, error)
 	// RecordChatRef records a message the bot posted for the current turn.
-	RecordChatRef(ctx context.Context, id string, req workflows.ChatRefRequest) error
-	Info(ctx context.Context, id string) (workflows.Info, error)
-	History(ctx context.Context, id string, req workflows.HistoryRequest) ([]workflows.HistoryEntry, error)
+	RecordChatRef(ctx context.Context, id string, req session.ChatRefRequest) error
+	Info(ctx context.Context, id string) (session.Info, error)
+	History(ctx context.Context, id string, req session.HistoryRequest) ([]session.HistoryEntry, error)
 	// List returns sessions matching f, newest first.
 	List(ctx context.Context, f ListFilter) ([]SessionSummary, error)
 }
@@ -68,7 +68,7 @@ const DefaultListLimit = 200
 // SessionSummary is one session as List sees it, without querying it.
 type SessionSummary struct {
 	WorkflowID string
-	Location   workflows.Location
+	Location   session.Location
 	Running    bool
 	StartedAt  time.Time
 	ClosedAt   time.Time

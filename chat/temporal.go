@@ -7,13 +7,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sandbot/sandbot/session"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
-
-	"github.com/sandbot/sandbot/workflows"
 )
 
 // TemporalSessions implements Sessions with a Temporal client: updates and
@@ -29,10 +28,10 @@ var _ Sessions = (*TemporalSessions)(nil)
 
 // TemporalOptions configures TemporalSessions.
 type TemporalOptions struct {
-	// TaskQueue is where new sessions start ("" means workflows.TaskQueue).
+	// TaskQueue is where new sessions start ("" means session.TaskQueue).
 	TaskQueue string
 	// Indexed says the namespace has the Sandbot* search attributes
-	// (workflows.SearchAttributeTypes): List then filters on the server.
+	// (session.SearchAttributeTypes): List then filters on the server.
 	// Sessions started with Settings.Indexed get them set at start either
 	// way.
 	Indexed bool
@@ -41,7 +40,7 @@ type TemporalOptions struct {
 // NewTemporalSessions returns Sessions over c.
 func NewTemporalSessions(c client.Client, opts TemporalOptions) *TemporalSessions {
 	if opts.TaskQueue == "" {
-		opts.TaskQueue = workflows.TaskQueue
+		opts.TaskQueue = session.TaskQueue
 	}
 	return &TemporalSessions{client: c, opts: opts}
 }
@@ -55,9 +54,9 @@ func sendUpdateID(eventID string) string { return "msg:" + eventID }
 // Send implements Sessions with update-with-start: the first message of a
 // thread starts the session (or a new one, if the thread's session ended),
 // later ones reach the running one.
-func (t *TemporalSessions) Send(ctx context.Context, start workflows.SessionInput, req workflows.MessageRequest) (workflows.MessageResponse, error) {
+func (t *TemporalSessions) Send(ctx context.Context, start session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
 	if req.EventID == "" {
-		return workflows.MessageResponse{}, errors.New("temporal: send: message has no event ID, so redeliveries could not be recognised")
+		return session.MessageResponse{}, errors.New("temporal: send: message has no event ID, so redeliveries could not be recognised")
 	}
 	id := start.Location.ID()
 	opts := client.StartWorkflowOptions{
@@ -67,24 +66,24 @@ func (t *TemporalSessions) Send(ctx context.Context, start workflows.SessionInpu
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	}
 	if start.Settings.Indexed {
-		opts.TypedSearchAttributes = workflows.StartSearchAttributes(start)
+		opts.TypedSearchAttributes = session.StartSearchAttributes(start)
 	}
-	op := t.client.NewWithStartWorkflowOperation(opts, workflows.WorkflowName, start)
+	op := t.client.NewWithStartWorkflowOperation(opts, session.WorkflowName, start)
 	h, err := t.client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{
 			UpdateID:     sendUpdateID(req.EventID),
-			UpdateName:   workflows.UpdateSendMessage,
+			UpdateName:   session.UpdateSendMessage,
 			Args:         []any{req},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
-	var resp workflows.MessageResponse
+	var resp session.MessageResponse
 	if err == nil {
 		err = h.Get(ctx, &resp)
 	}
 	if err != nil {
-		return workflows.MessageResponse{}, translate("send", id, err)
+		return session.MessageResponse{}, translate("send", id, err)
 	}
 	return resp, nil
 }
@@ -119,84 +118,84 @@ func (t *TemporalSessions) query(ctx context.Context, id, name string, out any, 
 }
 
 // TurnState implements Sessions.
-func (t *TemporalSessions) TurnState(ctx context.Context, id string) (workflows.TurnState, error) {
-	var ts workflows.TurnState
-	err := t.query(ctx, id, workflows.QueryTurnState, &ts)
+func (t *TemporalSessions) TurnState(ctx context.Context, id string) (session.TurnState, error) {
+	var ts session.TurnState
+	err := t.query(ctx, id, session.QueryTurnState, &ts)
 	return ts, err
 }
 
 // Approve implements Sessions.
-func (t *TemporalSessions) Approve(ctx context.Context, id string, req workflows.ApproveRequest) (workflows.ApproveResponse, error) {
-	var r workflows.ApproveResponse
-	err := t.update(ctx, id, workflows.UpdateApprove, req, &r)
+func (t *TemporalSessions) Approve(ctx context.Context, id string, req session.ApproveRequest) (session.ApproveResponse, error) {
+	var r session.ApproveResponse
+	err := t.update(ctx, id, session.UpdateApprove, req, &r)
 	return r, err
 }
 
 // Stop implements Sessions.
-func (t *TemporalSessions) Stop(ctx context.Context, id string, req workflows.StopRequest) (workflows.StopResponse, error) {
-	var r workflows.StopResponse
-	err := t.update(ctx, id, workflows.UpdateStop, req, &r)
+func (t *TemporalSessions) Stop(ctx context.Context, id string, req session.StopRequest) (session.StopResponse, error) {
+	var r session.StopResponse
+	err := t.update(ctx, id, session.UpdateStop, req, &r)
 	return r, err
 }
 
 // Pause implements Sessions.
-func (t *TemporalSessions) Pause(ctx context.Context, id string, req workflows.PauseRequest) (workflows.PauseResponse, error) {
-	var r workflows.PauseResponse
-	err := t.update(ctx, id, workflows.UpdatePause, req, &r)
+func (t *TemporalSessions) Pause(ctx context.Context, id string, req session.PauseRequest) (session.PauseResponse, error) {
+	var r session.PauseResponse
+	err := t.update(ctx, id, session.UpdatePause, req, &r)
 	return r, err
 }
 
 // Resume implements Sessions.
-func (t *TemporalSessions) Resume(ctx context.Context, id string, req workflows.ResumeRequest) (workflows.PauseResponse, error) {
-	var r workflows.PauseResponse
-	err := t.update(ctx, id, workflows.UpdateResume, req, &r)
+func (t *TemporalSessions) Resume(ctx context.Context, id string, req session.ResumeRequest) (session.PauseResponse, error) {
+	var r session.PauseResponse
+	err := t.update(ctx, id, session.UpdateResume, req, &r)
 	return r, err
 }
 
 // Destroy implements Sessions.
-func (t *TemporalSessions) Destroy(ctx context.Context, id string, req workflows.DestroyRequest) (workflows.DestroyResponse, error) {
-	var r workflows.DestroyResponse
-	err := t.update(ctx, id, workflows.UpdateDestroy, req, &r)
+func (t *TemporalSessions) Destroy(ctx context.Context, id string, req session.DestroyRequest) (session.DestroyResponse, error) {
+	var r session.DestroyResponse
+	err := t.update(ctx, id, session.UpdateDestroy, req, &r)
 	return r, err
 }
 
 // SetBackend implements Sessions.
-func (t *TemporalSessions) SetBackend(ctx context.Context, id string, req workflows.SetBackendRequest) (workflows.SetBackendResponse, error) {
-	var r workflows.SetBackendResponse
-	err := t.update(ctx, id, workflows.UpdateSetBackend, req, &r)
+func (t *TemporalSessions) SetBackend(ctx context.Context, id string, req session.SetBackendRequest) (session.SetBackendResponse, error) {
+	var r session.SetBackendResponse
+	err := t.update(ctx, id, session.UpdateSetBackend, req, &r)
 	return r, err
 }
 
 // Fork implements Sessions.
-func (t *TemporalSessions) Fork(ctx context.Context, id string, req workflows.ForkRequest) (workflows.ForkResponse, error) {
-	var r workflows.ForkResponse
-	err := t.update(ctx, id, workflows.UpdateFork, req, &r)
+func (t *TemporalSessions) Fork(ctx context.Context, id string, req session.ForkRequest) (session.ForkResponse, error) {
+	var r session.ForkResponse
+	err := t.update(ctx, id, session.UpdateFork, req, &r)
 	return r, err
 }
 
 // RecordChatRef implements Sessions.
-func (t *TemporalSessions) RecordChatRef(ctx context.Context, id string, req workflows.ChatRefRequest) error {
-	return t.update(ctx, id, workflows.UpdateChatRef, req, nil)
+func (t *TemporalSessions) RecordChatRef(ctx context.Context, id string, req session.ChatRefRequest) error {
+	return t.update(ctx, id, session.UpdateChatRef, req, nil)
 }
 
 // Info implements Sessions.
-func (t *TemporalSessions) Info(ctx context.Context, id string) (workflows.Info, error) {
-	var r workflows.Info
-	err := t.query(ctx, id, workflows.QueryInfo, &r)
+func (t *TemporalSessions) Info(ctx context.Context, id string) (session.Info, error) {
+	var r session.Info
+	err := t.query(ctx, id, session.QueryInfo, &r)
 	return r, err
 }
 
 // History implements Sessions.
-func (t *TemporalSessions) History(ctx context.Context, id string, req workflows.HistoryRequest) ([]workflows.HistoryEntry, error) {
-	var r []workflows.HistoryEntry
-	err := t.query(ctx, id, workflows.QueryHistory, &r, req)
+func (t *TemporalSessions) History(ctx context.Context, id string, req session.HistoryRequest) ([]session.HistoryEntry, error) {
+	var r []session.HistoryEntry
+	err := t.query(ctx, id, session.QueryHistory, &r, req)
 	return r, err
 }
 
 // listQuery is the visibility query for f. Without search attributes,
 // platform, workspace, channel and owner are filtered after listing.
 func listQuery(f ListFilter, indexed bool) string {
-	q := fmt.Sprintf("WorkflowType = %s", quoteVisibility(workflows.WorkflowName))
+	q := fmt.Sprintf("WorkflowType = %s", quoteVisibility(session.WorkflowName))
 	if f.ActiveOnly {
 		q += " AND ExecutionStatus = 'Running'"
 	}
@@ -204,16 +203,16 @@ func listQuery(f ListFilter, indexed bool) string {
 		return q
 	}
 	for _, c := range []struct{ attr, value string }{
-		{workflows.SAPlatform.GetName(), f.Platform},
-		{workflows.SAChannel.GetName(), f.Channel},
-		{workflows.SAOwner.GetName(), f.Owner},
+		{session.SAPlatform.GetName(), f.Platform},
+		{session.SAChannel.GetName(), f.Channel},
+		{session.SAOwner.GetName(), f.Owner},
 	} {
 		if c.value != "" {
 			q += fmt.Sprintf(" AND %s = %s", c.attr, quoteVisibility(c.value))
 		}
 	}
 	if f.TurnActive {
-		q += fmt.Sprintf(" AND %s = true", workflows.SAActiveTurn.GetName())
+		q += fmt.Sprintf(" AND %s = true", session.SAActiveTurn.GetName())
 	}
 	return q
 }
@@ -224,7 +223,7 @@ func quoteVisibility(s string) string {
 }
 
 // matches reports whether loc passes the location part of f.
-func (f ListFilter) matches(loc workflows.Location) bool {
+func (f ListFilter) matches(loc session.Location) bool {
 	return (f.Platform == "" || f.Platform == loc.Platform) &&
 		(f.Workspace == "" || f.Workspace == loc.Workspace) &&
 		(f.Channel == "" || f.Channel == loc.Channel)
@@ -251,7 +250,7 @@ func (t *TemporalSessions) List(ctx context.Context, f ListFilter) ([]SessionSum
 		}
 		for _, e := range resp.GetExecutions() {
 			id := e.GetExecution().GetWorkflowId()
-			loc, err := workflows.ParseID(id)
+			loc, err := session.ParseID(id)
 			if err != nil || seen[id] || !f.matches(loc) {
 				continue
 			}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbot/sandbot/session"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
@@ -20,8 +21,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
-
-	"github.com/sandbot/sandbot/workflows"
 )
 
 // frontend is an in-process Temporal frontend speaking the real gRPC
@@ -126,13 +125,13 @@ func startFrontend(t *testing.T, f *frontend) client.Client {
 
 func TestTemporalSendUsesUpdateWithStart(t *testing.T) {
 	f := &frontend{}
-	f.outcome = &updatepb.Outcome{Value: &updatepb.Outcome_Success{Success: payloads(t, workflows.MessageResponse{Turn: 4, Queued: true})}}
+	f.outcome = &updatepb.Outcome{Value: &updatepb.Outcome_Success{Success: payloads(t, session.MessageResponse{Turn: 4, Queued: true})}}
 	s := NewTemporalSessions(startFrontend(t, f), TemporalOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	in := workflows.SessionInput{Location: testThread, Owner: User{ID: "U1"}, Backend: "docker", Settings: workflows.Settings{MaxToolCalls: 9}}
-	resp, err := s.Send(ctx, in, workflows.MessageRequest{EventID: "Ev1", User: User{ID: "U1"}, Text: "hi"})
+	in := session.SessionInput{Location: testThread, Owner: User{ID: "U1"}, Backend: "docker", Settings: session.Settings{MaxToolCalls: 9}}
+	resp, err := s.Send(ctx, in, session.MessageRequest{EventID: "Ev1", User: User{ID: "U1"}, Text: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,15 +143,15 @@ func TestTemporalSendUsesUpdateWithStart(t *testing.T) {
 	}
 	start := f.multi[0].GetOperations()[0].GetStartWorkflow()
 	upd := f.multi[0].GetOperations()[1].GetUpdateWorkflow()
-	if start.GetWorkflowId() != testThread.ID() || start.GetTaskQueue().GetName() != workflows.TaskQueue ||
-		start.GetWorkflowType().GetName() != workflows.WorkflowName || start.GetNamespace() != "ns1" {
+	if start.GetWorkflowId() != testThread.ID() || start.GetTaskQueue().GetName() != session.TaskQueue ||
+		start.GetWorkflowType().GetName() != session.WorkflowName || start.GetNamespace() != "ns1" {
 		t.Errorf("start = id %q queue %q type %q ns %q", start.GetWorkflowId(), start.GetTaskQueue().GetName(), start.GetWorkflowType().GetName(), start.GetNamespace())
 	}
 	if start.GetWorkflowIdConflictPolicy() != enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING ||
 		start.GetWorkflowIdReusePolicy() != enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE {
 		t.Errorf("policies = %v / %v", start.GetWorkflowIdConflictPolicy(), start.GetWorkflowIdReusePolicy())
 	}
-	var gotIn workflows.SessionInput
+	var gotIn session.SessionInput
 	decode(t, start.GetInput(), &gotIn)
 	if gotIn.Location != testThread || gotIn.Backend != "docker" || gotIn.Settings.MaxToolCalls != 9 {
 		t.Errorf("start input = %+v", gotIn)
@@ -160,11 +159,11 @@ func TestTemporalSendUsesUpdateWithStart(t *testing.T) {
 	if start.GetSearchAttributes() != nil && len(start.GetSearchAttributes().GetIndexedFields()) > 0 {
 		t.Errorf("search attributes set for a namespace without them: %v", start.GetSearchAttributes())
 	}
-	if upd.GetRequest().GetMeta().GetUpdateId() != "msg:Ev1" || upd.GetRequest().GetInput().GetName() != workflows.UpdateSendMessage ||
+	if upd.GetRequest().GetMeta().GetUpdateId() != "msg:Ev1" || upd.GetRequest().GetInput().GetName() != session.UpdateSendMessage ||
 		upd.GetWaitPolicy().GetLifecycleStage() != enumspb.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_COMPLETED {
 		t.Errorf("update = id %q name %q stage %v", upd.GetRequest().GetMeta().GetUpdateId(), upd.GetRequest().GetInput().GetName(), upd.GetWaitPolicy().GetLifecycleStage())
 	}
-	var gotReq workflows.MessageRequest
+	var gotReq session.MessageRequest
 	decode(t, upd.GetRequest().GetInput().GetArgs(), &gotReq)
 	if gotReq.EventID != "Ev1" || gotReq.Text != "hi" {
 		t.Errorf("message = %+v", gotReq)
@@ -172,15 +171,15 @@ func TestTemporalSendUsesUpdateWithStart(t *testing.T) {
 
 	// Indexed sessions carry their search attributes from the start.
 	in.Settings.Indexed = true
-	if _, err := s.Send(ctx, in, workflows.MessageRequest{EventID: "Ev2", Text: "x"}); err != nil {
+	if _, err := s.Send(ctx, in, session.MessageRequest{EventID: "Ev2", Text: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	sa := f.multi[1].GetOperations()[0].GetStartWorkflow().GetSearchAttributes().GetIndexedFields()
-	if _, ok := sa[workflows.SAPlatform.GetName()]; !ok {
-		t.Errorf("indexed start lacks %s: %v", workflows.SAPlatform.GetName(), sa)
+	if _, ok := sa[session.SAPlatform.GetName()]; !ok {
+		t.Errorf("indexed start lacks %s: %v", session.SAPlatform.GetName(), sa)
 	}
 
-	if _, err := s.Send(ctx, in, workflows.MessageRequest{Text: "no id"}); err == nil {
+	if _, err := s.Send(ctx, in, session.MessageRequest{Text: "no id"}); err == nil {
 		t.Error("a message without an event ID was sent")
 	}
 }
@@ -196,16 +195,16 @@ func TestTemporalValidatorRejectionIsUserError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	_, err := s.Send(ctx, workflows.SessionInput{Location: testThread}, workflows.MessageRequest{EventID: "e", Text: "x"})
+	_, err := s.Send(ctx, session.SessionInput{Location: testThread}, session.MessageRequest{EventID: "e", Text: "x"})
 	if got := UserMessage(err); got != why {
 		t.Errorf("send rejection shows %q, want %q (err %v)", got, why, err)
 	}
-	_, err = s.Approve(ctx, testThread.ID(), workflows.ApproveRequest{CallID: "c1", Decision: workflows.DecisionApprove})
+	_, err = s.Approve(ctx, testThread.ID(), session.ApproveRequest{CallID: "c1", Decision: session.DecisionApprove})
 	if got := UserMessage(err); got != why {
 		t.Errorf("approve rejection shows %q (err %v)", got, err)
 	}
 	req := f.updates[0]
-	if req.GetWorkflowExecution().GetWorkflowId() != testThread.ID() || req.GetRequest().GetInput().GetName() != workflows.UpdateApprove ||
+	if req.GetWorkflowExecution().GetWorkflowId() != testThread.ID() || req.GetRequest().GetInput().GetName() != session.UpdateApprove ||
 		req.GetWaitPolicy().GetLifecycleStage() != enumspb.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_COMPLETED {
 		t.Errorf("approve update = %v", req)
 	}
@@ -213,7 +212,7 @@ func TestTemporalValidatorRejectionIsUserError(t *testing.T) {
 
 func TestTemporalQueriesAndNotFound(t *testing.T) {
 	f := &frontend{}
-	f.queryAns = payloads(t, workflows.TurnState{Turn: 3, Version: 11, Status: workflows.StatusThinking})
+	f.queryAns = payloads(t, session.TurnState{Turn: 3, Version: 11, Status: session.StatusThinking})
 	s := NewTemporalSessions(startFrontend(t, f), TemporalOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -222,7 +221,7 @@ func TestTemporalQueriesAndNotFound(t *testing.T) {
 	if err != nil || ts.Turn != 3 || ts.Version != 11 {
 		t.Fatalf("turn state = %+v, %v", ts, err)
 	}
-	if q := f.queries[0]; q.GetQuery().GetQueryType() != workflows.QueryTurnState || q.GetExecution().GetWorkflowId() != testThread.ID() {
+	if q := f.queries[0]; q.GetQuery().GetQueryType() != session.QueryTurnState || q.GetExecution().GetWorkflowId() != testThread.ID() {
 		t.Errorf("query = %v", q)
 	}
 

@@ -10,8 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandbot/sandbot/agent"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // Watcher limits.
@@ -60,7 +59,7 @@ type view struct {
 	// tokens and tokensAt are the edit bucket when Budget.EditBurst > 1.
 	tokens   float64
 	tokensAt time.Time
-	last     workflows.TurnState
+	last     session.TurnState
 }
 
 // watch makes sure a watcher follows th's session up to turn. It is
@@ -152,8 +151,8 @@ func (w *watcher) run(ctx context.Context, want int) {
 }
 
 // finished reports whether a turn is over.
-func finished(ts workflows.TurnState) bool {
-	return ts.Status == workflows.StatusComplete || ts.Status == workflows.StatusFailed ||
+func finished(ts session.TurnState) bool {
+	return ts.Status == session.StatusComplete || ts.Status == session.StatusFailed ||
 		ts.Destroyed && !ts.Status.Active()
 }
 
@@ -254,7 +253,7 @@ func (w *watcher) follow(ctx context.Context, want int) (last int, ok bool) {
 
 // update renders ts if its version moved and queues the card if it differs
 // from what is shown.
-func (w *watcher) update(ctx context.Context, v *view, ts workflows.TurnState) {
+func (w *watcher) update(ctx context.Context, v *view, ts session.TurnState) {
 	if ts.Version == v.version {
 		return
 	}
@@ -399,20 +398,20 @@ func (w *watcher) limit(ctx context.Context) bool {
 func (w *watcher) record(ctx context.Context, turn int, kind, ref string) {
 	cctx, cancel := context.WithTimeout(ctx, w.c.cfg.CallTimeout)
 	defer cancel()
-	if err := w.c.s.RecordChatRef(cctx, w.id, workflows.ChatRefRequest{Turn: turn, Kind: kind, Ref: ref}); err != nil {
+	if err := w.c.s.RecordChatRef(cctx, w.id, session.ChatRefRequest{Turn: turn, Kind: kind, Ref: ref}); err != nil {
 		w.log.Warn("watcher: record chat ref", "kind", kind, "turn", turn, "err", err)
 	}
 }
 
 // finish makes the last edit of a finished turn's card and posts its
 // answer, unless an earlier watcher (before a restart) already did.
-func (w *watcher) finish(ctx context.Context, v *view, ts workflows.TurnState) {
+func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 	if ts.FinalRef != "" && v.shown == nil {
 		// Finalized before we looked (a duplicate event, or a restart
 		// after the answer was posted): nothing to add.
 		return
 	}
-	quiet := v.ref == "" && len(ts.ToolCalls) == 0 && len(ts.Notices) == 0 && ts.Status == workflows.StatusComplete
+	quiet := v.ref == "" && len(ts.ToolCalls) == 0 && len(ts.Notices) == 0 && ts.Status == session.StatusComplete
 	if !quiet {
 		// A turn that answered before its card was ever shown needs no
 		// card; every other one gets its final edit.
@@ -434,13 +433,13 @@ func (w *watcher) finish(ctx context.Context, v *view, ts workflows.TurnState) {
 }
 
 // finalText is what a finished turn posts as its own message.
-func finalText(ts workflows.TurnState) string {
+func finalText(ts session.TurnState) string {
 	switch {
 	case ts.FinalText != "":
 		return ts.FinalText
-	case ts.Status == workflows.StatusFailed && ts.Error != "":
+	case ts.Status == session.StatusFailed && ts.Error != "":
 		return "⚠️ This turn failed: " + ts.Error
-	case ts.Status == workflows.StatusFailed:
+	case ts.Status == session.StatusFailed:
 		return "⚠️ This turn failed."
 	}
 	return ""
@@ -451,7 +450,7 @@ func finalText(ts workflows.TurnState) string {
 // and its answer comes from the transcript.
 func (w *watcher) missed(ctx context.Context, v *view) {
 	st := v.last
-	st.Status = workflows.StatusComplete
+	st.Status = session.StatusComplete
 	st.Pending = nil
 	st.Notices = append(append([]string(nil), st.Notices...), "This turn ended between two updates; /history shows everything it did.")
 	if v.ref != "" {
@@ -472,7 +471,7 @@ func (w *watcher) catchUp(ctx context.Context, from, to int) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, w.c.cfg.CallTimeout)
-	hist, err := w.c.s.History(cctx, w.id, workflows.HistoryRequest{Last: 100})
+	hist, err := w.c.s.History(cctx, w.id, session.HistoryRequest{Last: 100})
 	cancel()
 	if err != nil {
 		w.log.Warn("watcher: history for unseen turns", "from", from, "to", to, "err", err)
@@ -490,10 +489,10 @@ func (w *watcher) catchUp(ctx context.Context, from, to int) {
 }
 
 // lastAnswer is the last plain assistant message of turn t.
-func lastAnswer(hist []workflows.HistoryEntry, t int) string {
+func lastAnswer(hist []session.HistoryEntry, t int) string {
 	for i := len(hist) - 1; i >= 0; i-- {
 		e := hist[i]
-		if e.Turn == t && e.Msg.Role == agent.RoleAssistant && e.Msg.Content != "" && len(e.Msg.ToolCalls) == 0 {
+		if e.Turn == t && e.Msg.Role == session.RoleAssistant && e.Msg.Content != "" && len(e.Msg.ToolCalls) == 0 {
 			return e.Msg.Content
 		}
 	}

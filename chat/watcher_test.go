@@ -9,30 +9,29 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbot/sandbot/agent"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
-func running(turn int, v int64, cmds ...string) workflows.TurnState {
-	ts := workflows.TurnState{Turn: turn, Version: v, Status: workflows.StatusThinking, Backend: "local"}
+func running(turn int, v int64, cmds ...string) session.TurnState {
+	ts := session.TurnState{Turn: turn, Version: v, Status: session.StatusThinking, Backend: "local"}
 	for i, c := range cmds {
-		st := workflows.CallCompleted
+		st := session.CallCompleted
 		if i == len(cmds)-1 {
-			st = workflows.CallRunning
+			st = session.CallRunning
 		}
-		ts.ToolCalls = append(ts.ToolCalls, workflows.ToolCallState{CallID: fmt.Sprint("call_", i), Name: "shell", Commands: []string{c}, Status: st})
+		ts.ToolCalls = append(ts.ToolCalls, session.ToolCallState{CallID: fmt.Sprint("call_", i), Name: "shell", Commands: []string{c}, Status: st})
 	}
 	return ts
 }
 
-func done(turn int, v int64, final string) workflows.TurnState {
-	return workflows.TurnState{Turn: turn, Version: v, Status: workflows.StatusComplete, Backend: "local", FinalText: final}
+func done(turn int, v int64, final string) session.TurnState {
+	return session.TurnState{Turn: turn, Version: v, Status: session.StatusComplete, Backend: "local", FinalText: final}
 }
 
 // sendTurn makes Send answer with turn.
-func sendTurn(turn int, dup bool) func(workflows.SessionInput, workflows.MessageRequest) (workflows.MessageResponse, error) {
-	return func(workflows.SessionInput, workflows.MessageRequest) (workflows.MessageResponse, error) {
-		return workflows.MessageResponse{Turn: turn, Duplicate: dup}, nil
+func sendTurn(turn int, dup bool) func(session.SessionInput, session.MessageRequest) (session.MessageResponse, error) {
+	return func(session.SessionInput, session.MessageRequest) (session.MessageResponse, error) {
+		return session.MessageResponse{Turn: turn, Duplicate: dup}, nil
 	}
 }
 
@@ -49,7 +48,7 @@ func texts(p *recPoster) []string {
 }
 
 func TestWatcherRendersOnlyOnVersionChange(t *testing.T) {
-	states := []workflows.TurnState{{Turn: 0, Status: workflows.StatusIdle}, running(1, 1)}
+	states := []session.TurnState{{Turn: 0, Status: session.StatusIdle}, running(1, 1)}
 	for range 8 { // same version, different content, for longer than the edit pace
 		states = append(states, running(1, 1, "ls"))
 	}
@@ -59,7 +58,7 @@ func TestWatcherRendersOnlyOnVersionChange(t *testing.T) {
 	states = append(states, done(1, 3, "the answer"))
 	s := &script{states: states}
 	var lastVersion atomic.Int64
-	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: func(id string) (workflows.TurnState, error) {
+	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: func(id string) (session.TurnState, error) {
 		ts, err := s.next(id)
 		lastVersion.Store(ts.Version)
 		return ts, err
@@ -96,7 +95,7 @@ func TestWatcherRendersOnlyOnVersionChange(t *testing.T) {
 		t.Errorf("final messages = %q", got)
 	}
 	refs := f.Refs()
-	if len(refs) != 2 || refs[0] != (workflows.ChatRefRequest{Turn: 1, Kind: "status", Ref: "m1"}) || refs[1].Kind != "final" || refs[1].Ref != "t2" {
+	if len(refs) != 2 || refs[0] != (session.ChatRefRequest{Turn: 1, Kind: "status", Ref: "m1"}) || refs[1].Kind != "final" || refs[1].Ref != "t2" {
 		t.Errorf("recorded refs = %+v", refs)
 	}
 	// Polling stopped with the turn.
@@ -106,7 +105,7 @@ func TestWatcherRendersOnlyOnVersionChange(t *testing.T) {
 }
 
 func TestWatcherCoalescesAndPaces(t *testing.T) {
-	var states []workflows.TurnState
+	var states []session.TurnState
 	cmds := []string{}
 	for v := int64(1); v <= 25; v++ {
 		cmds = append(cmds, fmt.Sprint("step ", v))
@@ -115,7 +114,7 @@ func TestWatcherCoalescesAndPaces(t *testing.T) {
 	states = append(states, done(1, 26, "ok"))
 	s := &script{states: states}
 	var lastPolled atomic.Value
-	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: func(id string) (workflows.TurnState, error) {
+	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: func(id string) (session.TurnState, error) {
 		ts, err := s.next(id)
 		lastPolled.Store(ts)
 		return ts, err
@@ -126,7 +125,7 @@ func TestWatcherCoalescesAndPaces(t *testing.T) {
 	opts := RenderOptions{WorkflowID: testThread.ID(), MaxChars: 3500}
 	p.EditFn = func(_ string, card Card) error {
 		// Only the latest state is ever sent: intermediate ones were dropped.
-		if want := RenderTurn(lastPolled.Load().(workflows.TurnState), opts); !reflect.DeepEqual(card, want) {
+		if want := RenderTurn(lastPolled.Load().(session.TurnState), opts); !reflect.DeepEqual(card, want) {
 			t.Errorf("edit shows %q, but the latest state polled renders %q", cardText(card), cardText(want))
 		}
 		return nil
@@ -155,7 +154,7 @@ func TestWatcherCoalescesAndPaces(t *testing.T) {
 }
 
 func TestWatcherPollIntervalsBackOff(t *testing.T) {
-	states := []workflows.TurnState{running(1, 1)}
+	states := []session.TurnState{running(1, 1)}
 	for range 12 {
 		states = append(states, running(1, 1))
 	}
@@ -183,7 +182,7 @@ func TestWatcherPollIntervalsBackOff(t *testing.T) {
 }
 
 func TestWatcherIgnoresEarlierTurnsComplete(t *testing.T) {
-	s := &script{states: []workflows.TurnState{
+	s := &script{states: []session.TurnState{
 		done(4, 10, "old answer"), done(4, 10, "old answer"), done(4, 10, "old answer"),
 		running(5, 11), done(5, 12, "new answer"),
 	}}
@@ -210,7 +209,7 @@ func TestWatcherFinalNotRepostedAfterRestart(t *testing.T) {
 	// watches again but changes nothing.
 	ended := done(3, 9, "answer")
 	ended.StatusRef, ended.FinalRef = "m1", "t1"
-	f := &fakeSessions{SendFn: sendTurn(3, true), TurnStateFn: (&script{states: []workflows.TurnState{ended}}).next}
+	f := &fakeSessions{SendFn: sendTurn(3, true), TurnStateFn: (&script{states: []session.TurnState{ended}}).next}
 	clock := newAutoClock()
 	c := newTestCore(t, f, clock, nil)
 	p := &recPoster{clock: clock}
@@ -232,7 +231,7 @@ func TestWatcherFinalNotRepostedAfterRestart(t *testing.T) {
 	sum := SessionSummary{WorkflowID: testThread.ID(), Location: testThread, Running: true}
 	f2 := &fakeSessions{
 		ListFn:      func(ListFilter) ([]SessionSummary, error) { return []SessionSummary{sum}, nil },
-		TurnStateFn: (&script{states: []workflows.TurnState{half}}).next,
+		TurnStateFn: (&script{states: []session.TurnState{half}}).next,
 	}
 	c2 := newTestCore(t, f2, clock, nil)
 	p2 := &recPoster{clock: clock}
@@ -256,7 +255,7 @@ func TestWatcherSkipsAnswerPostedElsewhere(t *testing.T) {
 	// card still gets its last edit, the answer is not posted again.
 	end := done(1, 2, "answer")
 	end.StatusRef, end.FinalRef = "m1", "elsewhere"
-	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: (&script{states: []workflows.TurnState{running(1, 1), end}}).next}
+	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: (&script{states: []session.TurnState{running(1, 1), end}}).next}
 	clock := newAutoClock()
 	c := newTestCore(t, f, clock, nil)
 	p := &recPoster{clock: clock}
@@ -279,8 +278,8 @@ func TestResumeEditsExistingStatusMessage(t *testing.T) {
 	idle.StatusRef, idle.FinalRef = "m1", "t1"
 	other := Thread{Platform: "test", Channel: "C1", Thread: "T9"}
 	sessions := map[string]*script{
-		testThread.ID(): {states: []workflows.TurnState{active, active, active, done(7, 6, "built")}},
-		other.ID():      {states: []workflows.TurnState{idle}},
+		testThread.ID(): {states: []session.TurnState{active, active, active, done(7, 6, "built")}},
+		other.ID():      {states: []session.TurnState{idle}},
 	}
 	f := &fakeSessions{
 		ListFn: func(fl ListFilter) ([]SessionSummary, error) {
@@ -289,7 +288,7 @@ func TestResumeEditsExistingStatusMessage(t *testing.T) {
 			}
 			return []SessionSummary{{WorkflowID: testThread.ID(), Location: testThread}, {WorkflowID: other.ID(), Location: other}}, nil
 		},
-		TurnStateFn: func(id string) (workflows.TurnState, error) { return sessions[id].next(id) },
+		TurnStateFn: func(id string) (session.TurnState, error) { return sessions[id].next(id) },
 	}
 	clock := newAutoClock()
 	c := newTestCore(t, f, clock, nil)
@@ -315,16 +314,16 @@ func TestResumeEditsExistingStatusMessage(t *testing.T) {
 }
 
 func TestWatcherMissedTurnEnd(t *testing.T) {
-	hist := []workflows.HistoryEntry{
-		{Turn: 5, Msg: agent.Message{Role: agent.RoleUser, Content: "do it"}},
-		{Turn: 5, Msg: agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{{ID: "c", Name: "shell"}}}},
-		{Turn: 5, Msg: agent.Message{Role: agent.RoleAssistant, Content: "turn five answer"}},
-		{Turn: 6, Msg: agent.Message{Role: agent.RoleUser, Content: "more"}},
+	hist := []session.HistoryEntry{
+		{Turn: 5, Msg: session.Message{Role: session.RoleUser, Content: "do it"}},
+		{Turn: 5, Msg: session.Message{Role: session.RoleAssistant, ToolCalls: []session.ToolCall{{ID: "c", Name: "shell"}}}},
+		{Turn: 5, Msg: session.Message{Role: session.RoleAssistant, Content: "turn five answer"}},
+		{Turn: 6, Msg: session.Message{Role: session.RoleUser, Content: "more"}},
 	}
 	f := &fakeSessions{
 		SendFn:      sendTurn(5, false),
-		TurnStateFn: (&script{states: []workflows.TurnState{running(5, 1), running(5, 2, "ls"), running(6, 4)}}).next,
-		HistoryFn:   func(string, workflows.HistoryRequest) ([]workflows.HistoryEntry, error) { return hist, nil },
+		TurnStateFn: (&script{states: []session.TurnState{running(5, 1), running(5, 2, "ls"), running(6, 4)}}).next,
+		HistoryFn:   func(string, session.HistoryRequest) ([]session.HistoryEntry, error) { return hist, nil },
 	}
 	clock := newAutoClock()
 	c := newTestCore(t, f, clock, nil)
@@ -345,7 +344,7 @@ func TestWatcherMissedTurnEnd(t *testing.T) {
 	}
 
 	// The turn ended before the first poll: its answer still comes.
-	f.TurnStateFn = (&script{states: []workflows.TurnState{running(6, 4)}}).next
+	f.TurnStateFn = (&script{states: []session.TurnState{running(6, 4)}}).next
 	p = &recPoster{clock: clock}
 	if err := c.HandleMessage(context.Background(), p, msg("e5b", "do it")); err != nil {
 		t.Fatal(err)
@@ -359,7 +358,7 @@ func TestWatcherMissedTurnEnd(t *testing.T) {
 func TestWatcherDedupesConcurrentWatches(t *testing.T) {
 	release := make(chan struct{})
 	posting := make(chan struct{}, 1)
-	f := &fakeSessions{TurnStateFn: (&script{states: []workflows.TurnState{running(1, 1), done(1, 2, "ok")}}).next}
+	f := &fakeSessions{TurnStateFn: (&script{states: []session.TurnState{running(1, 1), done(1, 2, "ok")}}).next}
 	clock := newAutoClock()
 	c := newTestCore(t, f, clock, nil)
 	p := &recPoster{clock: clock, PostFn: func(Card) error {
@@ -393,7 +392,7 @@ func TestWatcherSurvivesFailedEditAndUsesLimiter(t *testing.T) {
 	var fails atomic.Int32
 	var waits atomic.Int32
 	f := &fakeSessions{SendFn: sendTurn(1, false),
-		TurnStateFn: (&script{states: []workflows.TurnState{running(1, 1), running(1, 2, "a"), running(1, 2, "a"), running(1, 2, "a"), running(1, 2, "a"), running(1, 2, "a"), running(1, 3, "a", "b"), done(1, 4, "fin")}}).next}
+		TurnStateFn: (&script{states: []session.TurnState{running(1, 1), running(1, 2, "a"), running(1, 2, "a"), running(1, 2, "a"), running(1, 2, "a"), running(1, 2, "a"), running(1, 3, "a", "b"), done(1, 4, "fin")}}).next}
 	clock := newAutoClock()
 	lim := limiterFunc(func(context.Context) error { waits.Add(1); return nil })
 	c := newTestCore(t, f, clock, func(cfg *CoreConfig) { cfg.Budgets["test"] = Budget{MinEditInterval: time.Second, Limiter: lim} })
@@ -425,8 +424,8 @@ type limiterFunc func(context.Context) error
 func (f limiterFunc) Wait(ctx context.Context) error { return f(ctx) }
 
 func TestWatcherStopsWhenSessionPaused(t *testing.T) {
-	paused := workflows.TurnState{Turn: 4, Version: 8, Status: workflows.StatusComplete, Paused: true}
-	f := &fakeSessions{SendFn: sendTurn(5, false), TurnStateFn: (&script{states: []workflows.TurnState{paused}}).next}
+	paused := session.TurnState{Turn: 4, Version: 8, Status: session.StatusComplete, Paused: true}
+	f := &fakeSessions{SendFn: sendTurn(5, false), TurnStateFn: (&script{states: []session.TurnState{paused}}).next}
 	clock := newAutoClock()
 	c := newTestCore(t, f, clock, nil)
 	p := &recPoster{clock: clock}
@@ -440,7 +439,7 @@ func TestWatcherStopsWhenSessionPaused(t *testing.T) {
 }
 
 func TestWatcherEditBurstStaysWithinTheBucket(t *testing.T) {
-	var states []workflows.TurnState
+	var states []session.TurnState
 	cmds := []string{}
 	for v := int64(1); v <= 40; v++ {
 		cmds = append(cmds, fmt.Sprint("step ", v))

@@ -16,8 +16,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
-
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // Prefix is the environment prefix of every variable.
@@ -254,8 +253,8 @@ func (c *Config) Validate(role Role) error {
 	if !slices.Contains(KnownBackends, c.Sandbox.Default) {
 		bad("SANDBOX_DEFAULT", "%q is not a backend; allowed: %s", c.Sandbox.Default, strings.Join(KnownBackends, ", "))
 	}
-	switch workflows.ApprovalMode(c.Session.ApprovalMode) {
-	case workflows.ApproveNever, workflows.ApproveAlways, workflows.ApproveUnlessReadOnly:
+	switch session.ApprovalMode(c.Session.ApprovalMode) {
+	case session.ApproveNever, session.ApproveAlways, session.ApproveUnlessReadOnly:
 	default:
 		bad("SESSION_APPROVAL_MODE", "%q is not an approval mode; allowed: never, always, unless-readonly", c.Session.ApprovalMode)
 	}
@@ -296,9 +295,9 @@ func (c *Config) Validate(role Role) error {
 }
 
 // SessionSettings are the workflow settings new sessions start with.
-func (c *Config) SessionSettings() workflows.Settings {
-	return workflows.Settings{
-		ApprovalMode:      workflows.ApprovalMode(c.Session.ApprovalMode),
+func (c *Config) SessionSettings() session.Settings {
+	return session.Settings{
+		ApprovalMode:      session.ApprovalMode(c.Session.ApprovalMode),
 		ApprovalTimeout:   c.Session.ApprovalTimeout,
 		Approvers:         append(append([]string(nil), c.Session.Approvers...), c.Slack.Approvers...),
 		ApproverRoles:     c.Discord.ApproverRoles,

@@ -19,7 +19,7 @@ import (
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/config"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // toolLoop answers with one `true` shell call per model request until the
@@ -106,7 +106,7 @@ func turnOverhead(b *testing.B, singleHost bool) {
 	th := s.thread(fmt.Sprintf("bench-%v", singleHost))
 	// Warm up: the first turn creates the sandbox.
 	s.say(th, "warm", "warm up")
-	s.waitState(th, "warm-up turn", func(ts workflows.TurnState) bool { return ts.Turn == 1 && done(ts) })
+	s.waitState(th, "warm-up turn", func(ts session.TurnState) bool { return ts.Turn == 1 && done(ts) })
 	before := len(s.model.Requests())
 
 	for n := 0; n < b.N; n++ {
@@ -117,14 +117,14 @@ func turnOverhead(b *testing.B, singleHost bool) {
 			if os.Getenv("SANDBOT_BENCH_NO_WATCH") != "" {
 				// Diagnostic: no chat watcher polling turn_state.
 				sess := chat.NewTemporalSessions(s.c, chat.TemporalOptions{TaskQueue: s.cfg.Temporal.TaskQueue})
-				if _, err := sess.Send(s.ctx, workflows.SessionInput{Location: th, Owner: alice, Backend: "local", Settings: s.cfg.SessionSettings()},
-					workflows.MessageRequest{EventID: fmt.Sprintf("ev-%d-%d", n, i), User: alice, Text: "go"}); err != nil {
+				if _, err := sess.Send(s.ctx, session.SessionInput{Location: th, Owner: alice, Backend: "local", Settings: s.cfg.SessionSettings()},
+					session.MessageRequest{EventID: fmt.Sprintf("ev-%d-%d", n, i), User: alice, Text: "go"}); err != nil {
 					b.Fatal(err)
 				}
 			} else {
 				s.say(th, fmt.Sprintf("ev-%d-%d", n, i), "go")
 			}
-			ts := s.waitStateEvery(th, 500*time.Millisecond, "bench turn", func(ts workflows.TurnState) bool { return ts.Turn == turn && done(ts) })
+			ts := s.waitStateEvery(th, 500*time.Millisecond, "bench turn", func(ts session.TurnState) bool { return ts.Turn == turn && done(ts) })
 			if len(ts.ToolCalls) != calls {
 				b.Fatalf("turn ran %d tool calls, want %d", len(ts.ToolCalls), calls)
 			}

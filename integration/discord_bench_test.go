@@ -14,7 +14,7 @@ import (
 	"github.com/sandbot/sandbot/chat/discord"
 	"github.com/sandbot/sandbot/config"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // BenchmarkDiscordProgressLatency measures how long a tool call's
@@ -65,7 +65,7 @@ func discordProgressLatency(b *testing.B, editInterval time.Duration) {
 			tl, ne := e.statusTimeline(th, ts.StatusRef, sent.Created)
 			edits += ne
 			for j, c := range ts.ToolCalls {
-				if c.Status != workflows.CallCompleted || c.EndedAt.IsZero() {
+				if c.Status != session.CallCompleted || c.EndedAt.IsZero() {
 					b.Fatalf("turn %d call %d: %s", turn, j, dump(c))
 				}
 				k := sort.Search(len(tl), func(k int) bool { return tl[k].completed > j })
@@ -118,13 +118,13 @@ func discordToolLoop(n int) fakeopenai.Responder {
 
 // waitTurnEvery waits, polling gently, until turn n has ended and the bot
 // has finished with it (last edit made, answer posted and recorded).
-func (e *discordEnv) waitTurnEvery(th chat.Thread, every time.Duration, n int) workflows.TurnState {
+func (e *discordEnv) waitTurnEvery(th chat.Thread, every time.Duration, n int) session.TurnState {
 	e.t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for time.Now().Before(deadline) {
-		v, err := e.s.c.QueryWorkflow(e.s.ctx, th.ID(), "", workflows.QueryTurnState)
+		v, err := e.s.c.QueryWorkflow(e.s.ctx, th.ID(), "", session.QueryTurnState)
 		if err == nil {
-			var ts workflows.TurnState
+			var ts session.TurnState
 			if v.Get(&ts) == nil && ts.Turn == n && done(ts) && ts.FinalRef != "" {
 				return ts
 			}
@@ -132,7 +132,7 @@ func (e *discordEnv) waitTurnEvery(th chat.Thread, every time.Duration, n int) w
 		time.Sleep(every)
 	}
 	e.t.Fatalf("turn %d did not finish", n)
-	return workflows.TurnState{}
+	return session.TurnState{}
 }
 
 // discordShown is one version of a status message as Discord received it.

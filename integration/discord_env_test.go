@@ -15,7 +15,7 @@ import (
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/internal/app"
 	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // Roles of the Discord world the tests build: members may use the bot,
@@ -282,14 +282,14 @@ func (e *discordEnv) waitCard(ref, what string, cond func(fakediscord.Message) b
 // waitTurn polls the session's turn state until cond holds. Unlike
 // stack.waitState it decodes every answer into a fresh value, so fields
 // an earlier poll saw (a pending approval) cannot linger in the result.
-func (e *discordEnv) waitTurn(th chat.Thread, what string, cond func(workflows.TurnState) bool) workflows.TurnState {
+func (e *discordEnv) waitTurn(th chat.Thread, what string, cond func(session.TurnState) bool) session.TurnState {
 	e.t.Helper()
 	deadline := time.Now().Add(waitTimeout)
-	var last workflows.TurnState
+	var last session.TurnState
 	for time.Now().Before(deadline) {
-		v, err := e.s.c.QueryWorkflow(e.s.ctx, th.ID(), "", workflows.QueryTurnState)
+		v, err := e.s.c.QueryWorkflow(e.s.ctx, th.ID(), "", session.QueryTurnState)
 		if err == nil {
-			var ts workflows.TurnState
+			var ts session.TurnState
 			if err := v.Get(&ts); err == nil {
 				if last = ts; cond(ts) {
 					return ts
@@ -306,7 +306,7 @@ func (e *discordEnv) waitTurn(th chat.Thread, what string, cond func(workflows.T
 // in the workflow, and returns its message ID.
 func (e *discordEnv) statusRef(th chat.Thread, turn int) string {
 	e.t.Helper()
-	ts := e.waitTurn(th, fmt.Sprintf("status message of turn %d recorded", turn), func(ts workflows.TurnState) bool {
+	ts := e.waitTurn(th, fmt.Sprintf("status message of turn %d recorded", turn), func(ts session.TurnState) bool {
 		return ts.Turn == turn && ts.StatusRef != ""
 	})
 	return ts.StatusRef
@@ -400,9 +400,9 @@ func discordMention(u fakediscord.Member) string { return "<@" + u.User.ID + ">"
 
 // waitDone waits until turn n of th has ended and its answer is recorded
 // (the watcher has made its last edit and posted the answer).
-func (e *discordEnv) waitDone(th chat.Thread, n int) workflows.TurnState {
+func (e *discordEnv) waitDone(th chat.Thread, n int) session.TurnState {
 	e.t.Helper()
-	return e.waitTurn(th, fmt.Sprintf("turn %d finalized", n), func(ts workflows.TurnState) bool {
+	return e.waitTurn(th, fmt.Sprintf("turn %d finalized", n), func(ts session.TurnState) bool {
 		return ts.Turn == n && done(ts) && ts.FinalRef != ""
 	})
 }

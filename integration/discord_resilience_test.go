@@ -11,7 +11,7 @@ import (
 	"github.com/sandbot/sandbot/chat/discord"
 	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // TestDiscordTokenExpiryHandover: interaction tokens live one second here
@@ -56,7 +56,7 @@ func TestDiscordTokenExpiryHandover(t *testing.T) {
 	}
 
 	end := e.waitDone(th, 1)
-	if end.Status != workflows.StatusComplete || end.ToolCalls[0].Status != workflows.CallCompleted {
+	if end.Status != session.StatusComplete || end.ToolCalls[0].Status != session.CallCompleted {
 		t.Fatalf("end state: %s", dump(end))
 	}
 	if got, ok := workspaceFile(t, e.s, th, "late.txt"); !ok || got != "late\n" {

@@ -7,7 +7,7 @@ import (
 	"github.com/sandbot/sandbot/chat"
 	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // The Discord scenario tests drive the whole product through Discord's
@@ -65,10 +65,10 @@ func TestDiscordMentionRunsTurnWithApproval(t *testing.T) {
 	})
 
 	end := e.waitDone(th, 1)
-	if end.Status != workflows.StatusComplete || len(end.ToolCalls) != 2 || end.ToolCalls[1].Status != workflows.CallCompleted {
+	if end.Status != session.StatusComplete || len(end.ToolCalls) != 2 || end.ToolCalls[1].Status != session.CallCompleted {
 		t.Fatalf("end state: %s", dump(end))
 	}
-	if d := end.ToolCalls[1].Decision; d == nil || d.User.ID != discordAlice.User.ID || d.Decision != workflows.DecisionApprove {
+	if d := end.ToolCalls[1].Decision; d == nil || d.User.ID != discordAlice.User.ID || d.Decision != session.DecisionApprove {
 		t.Fatalf("decision: %s", dump(end.ToolCalls[1]))
 	}
 	if got, ok := workspaceFile(t, e.s, th, "hello.txt"); !ok || got != "hello\n" {
@@ -137,7 +137,7 @@ func TestDiscordSlashCommandsInThread(t *testing.T) {
 	}
 	// The call that waited for approval did not run, and the finished
 	// turn must say so rather than show it still waiting.
-	if c := end.ToolCalls[0]; c.Status != workflows.CallFailed && c.Status != workflows.CallRejected {
+	if c := end.ToolCalls[0]; c.Status != session.CallFailed && c.Status != session.CallRejected {
 		t.Errorf("after /stop the call that waited for approval is %q, want failed (not run): %s", c.Status, dump(c))
 	}
 	var answer fakediscord.Message
@@ -280,7 +280,7 @@ func TestDiscordModalReject(t *testing.T) {
 	})
 	end := e.waitDone(th, 1)
 	c := end.ToolCalls[0]
-	if c.Status != workflows.CallRejected || c.Decision == nil || c.Decision.Reason != reason || c.Decision.User.ID != discordAlice.User.ID {
+	if c.Status != session.CallRejected || c.Decision == nil || c.Decision.Reason != reason || c.Decision.User.ID != discordAlice.User.ID {
 		t.Fatalf("rejected call: %s", dump(c))
 	}
 	reqs := e.s.model.Requests()

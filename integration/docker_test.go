@@ -19,7 +19,7 @@ import (
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	"github.com/sandbot/sandbot/sandbox"
 	"github.com/sandbot/sandbot/sandbox/docker"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // The lifetime of a Docker sandbox: idle suspend and resume, restore after
@@ -32,13 +32,13 @@ func onDocker(c *config.Config) {
 }
 
 // waitInfo polls the session's Info until cond holds.
-func (e *env5) waitInfo(th interface{ ID() string }, what string, cond func(workflows.Info) bool) workflows.Info {
+func (e *env5) waitInfo(th interface{ ID() string }, what string, cond func(session.Info) bool) session.Info {
 	e.t.Helper()
 	deadline := time.Now().Add(waitTimeout)
-	var last workflows.Info
+	var last session.Info
 	for time.Now().Before(deadline) {
-		if v, err := e.c.QueryWorkflow(e.ctx, th.ID(), "", workflows.QueryInfo); err == nil {
-			var in workflows.Info // fresh: omitted fields must read as empty
+		if v, err := e.c.QueryWorkflow(e.ctx, th.ID(), "", session.QueryInfo); err == nil {
+			var in session.Info // fresh: omitted fields must read as empty
 			if err := v.Get(&in); err == nil {
 				last = in
 				if cond(in) {
@@ -76,7 +76,7 @@ func TestIdleSuspendAndResume(t *testing.T) {
 	if stopped.Status != container.StateExited {
 		t.Fatalf("a suspended container should be stopped (exited), not %s", stopped.Status)
 	}
-	e.waitInfo(th, "Info.Suspended", func(in workflows.Info) bool { return in.Suspended })
+	e.waitInfo(th, "Info.Suspended", func(in session.Info) bool { return in.Suspended })
 	stoppedAt := dockerTime(t, stopped.FinishedAt)
 
 	ts = e.turn(th, 2, "read it back",
@@ -170,7 +170,7 @@ func TestDestroyCleansUp(t *testing.T) {
 	if left := regularFiles(t, snapDir); len(left) != 0 {
 		t.Fatalf("files left in the snapshot store: %q", left)
 	}
-	var res workflows.SessionResult
+	var res session.SessionResult
 	if err := e.c.GetWorkflow(e.ctx, th.ID(), "").Get(e.ctx, &res); err != nil || !res.Destroyed || res.Turns != 1 {
 		t.Fatalf("workflow result %+v, %v; want destroyed after 1 turn", res, err)
 	}
@@ -240,7 +240,7 @@ func TestSweeperSparesAnotherDeploymentsContainers(t *testing.T) {
 		fakeopenai.FinalStep("made"))
 	ctr := e.containerOf(th)
 
-	other, err := devserver.Start(e.ctx, devserver.Options{Ephemeral: true, SearchAttributes: workflows.SearchAttributeTypes()})
+	other, err := devserver.Start(e.ctx, devserver.Options{Ephemeral: true, SearchAttributes: session.SearchAttributeTypes()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/sandbot/sandbot/internal/app"
 	"github.com/sandbot/sandbot/internal/devserver"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // waitFile waits until the file exists with content satisfying cond.
@@ -78,7 +78,7 @@ func TestStopMidCommand(t *testing.T) {
 	}
 	s.say(th, "ev-stop", "/stop")
 	end := s.waitState(th, "stopped turn", done)
-	if !end.Stopped || end.ToolCalls[0].Status != workflows.CallFailed {
+	if !end.Stopped || end.ToolCalls[0].Status != session.CallFailed {
 		t.Fatalf("state after stop: %s", dump(end))
 	}
 	if alive(pid) {
@@ -89,7 +89,7 @@ func TestStopMidCommand(t *testing.T) {
 	}
 	// The model hears about the interruption on the next turn.
 	s.say(th, "ev-2", "what happened?")
-	s.waitState(th, "turn 2", func(ts workflows.TurnState) bool { return ts.Turn == 2 && done(ts) })
+	s.waitState(th, "turn 2", func(ts session.TurnState) bool { return ts.Turn == 2 && done(ts) })
 	last, _ := s.model.LastRequest()
 	if body := dump(last); !strings.Contains(body, "interrupted") {
 		t.Fatalf("the model was not told about the interruption: %s", body)
@@ -156,11 +156,11 @@ func TestWorkerKilledMidCommand(t *testing.T) {
 	// A new worker on the same host finishes the turn.
 	s.startWorker()
 	end := s.waitState(th, "turn end after worker death", done)
-	if end.Status != workflows.StatusComplete || end.FinalText != "recovered" {
+	if end.Status != session.StatusComplete || end.FinalText != "recovered" {
 		t.Fatalf("end: %s", dump(end))
 	}
 	c1 := end.ToolCalls[0]
-	if c1.Status != workflows.CallFailed || !strings.Contains(c1.Error, "interrupted") {
+	if c1.Status != session.CallFailed || !strings.Contains(c1.Error, "interrupted") {
 		t.Fatalf("c1 should be reported interrupted: %s", dump(c1))
 	}
 	if got, _ := os.ReadFile(count); string(got) != "run\n" {
@@ -175,7 +175,7 @@ func TestContinueAsNewKeepsState(t *testing.T) {
 	s := newStack(t, func(c *config.Config) { c.Session.ApprovalMode = "never" })
 	// Force continue-as-new at every turn boundary.
 	s.core.Close()
-	settingsHook = func(st *workflows.Settings) { st.HistoryLimitBytes = 1 }
+	settingsHook = func(st *session.Settings) { st.HistoryLimitBytes = 1 }
 	defer func() { settingsHook = nil }()
 	s.startCore()
 	th := s.thread("can")
@@ -186,17 +186,17 @@ func TestContinueAsNewKeepsState(t *testing.T) {
 			fakeopenai.FinalStep(fmt.Sprintf("answer %d", i)),
 		)
 		s.say(th, fmt.Sprintf("ev-%d", i), fmt.Sprintf("turn %d please", i))
-		s.waitState(th, fmt.Sprintf("turn %d", i), func(ts workflows.TurnState) bool { return ts.Turn == i && done(ts) })
+		s.waitState(th, fmt.Sprintf("turn %d", i), func(ts session.TurnState) bool { return ts.Turn == i && done(ts) })
 	}
 	info := s.info(th)
 	if info.Runs < turns || info.Turns != turns {
 		t.Fatalf("want >= %d runs and %d turns, got %s", turns, turns, dump(info))
 	}
-	v, err := s.c.QueryWorkflow(s.ctx, th.ID(), "", workflows.QueryHistory, workflows.HistoryRequest{})
+	v, err := s.c.QueryWorkflow(s.ctx, th.ID(), "", session.QueryHistory, session.HistoryRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var hist []workflows.HistoryEntry
+	var hist []session.HistoryEntry
 	if err := v.Get(&hist); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestDevServerRestartKeepsSession(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "temporal.db")
 	ctx := context.Background()
 	start := func() *devserver.Server {
-		s, err := devserver.Start(ctx, devserver.Options{DBPath: db, SearchAttributes: workflows.SearchAttributeTypes()})
+		s, err := devserver.Start(ctx, devserver.Options{DBPath: db, SearchAttributes: session.SearchAttributeTypes()})
 		if err != nil {
 			t.Fatalf("start server: %v", err)
 		}
@@ -241,7 +241,7 @@ func TestDevServerRestartKeepsSession(t *testing.T) {
 	cfg.Session.ApprovalMode = "never"
 	th := chat.Thread{Platform: "console", Channel: "local", Thread: "restart"}
 
-	run := func(s *devserver.Server, eventID, text string, turn int) workflows.TurnState {
+	run := func(s *devserver.Server, eventID, text string, turn int) session.TurnState {
 		c, err := s.NewClient(ctx, client.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -255,7 +255,7 @@ func TestDevServerRestartKeepsSession(t *testing.T) {
 		st := &stack{t: t, ctx: ctx, c: c, cfg: cfg, model: model, log: testLogger(t), poster: newRecPoster()}
 		st.startCore()
 		st.say(th, eventID, text)
-		return st.waitState(th, "turn end", func(ts workflows.TurnState) bool { return ts.Turn == turn && done(ts) })
+		return st.waitState(th, "turn end", func(ts session.TurnState) bool { return ts.Turn == turn && done(ts) })
 	}
 
 	s1 := start()
@@ -294,7 +294,7 @@ func TestSecretsNeverReachTheSandbox(t *testing.T) {
 	)
 	s.say(th, "ev-1", "print your environment")
 	end := s.waitState(th, "turn end", done)
-	if end.Status != workflows.StatusComplete {
+	if end.Status != session.StatusComplete {
 		t.Fatalf("turn: %s", dump(end))
 	}
 	envFile, err := os.ReadFile(findWorkspaceFile(t, s, "env.txt"))

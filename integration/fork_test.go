@@ -10,7 +10,7 @@ import (
 	"github.com/sandbot/sandbot/config"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	"github.com/sandbot/sandbot/sandbox"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // /fork through the chat core: a new thread, a new session with a copy of
@@ -156,11 +156,11 @@ func TestForkDuringATurnUsesTheLastCompletedTurn(t *testing.T) {
 		fakeopenai.FinalStep("v3 written"),
 	)
 	e.send(src, alice, "ev-2", "write v2 then v3")
-	e.waitState(src, "approval of c2", func(ts workflows.TurnState) bool { return ts.Pending != nil && ts.Pending.CallID == "c2" })
-	if err := e.approve(src, "c2", workflows.DecisionApprove, alice, ""); err != nil {
+	e.waitState(src, "approval of c2", func(ts session.TurnState) bool { return ts.Pending != nil && ts.Pending.CallID == "c2" })
+	if err := e.approve(src, "c2", session.DecisionApprove, alice, ""); err != nil {
 		t.Fatal(err)
 	}
-	e.waitState(src, "approval of c3", func(ts workflows.TurnState) bool { return ts.Pending != nil && ts.Pending.CallID == "c3" })
+	e.waitState(src, "approval of c3", func(ts session.TurnState) bool { return ts.Pending != nil && ts.Pending.CallID == "c3" })
 	if got, _ := workspaceFile(t, e.stack, src, "f.txt"); got != "v2\n" {
 		t.Fatalf("the running turn should have changed the workspace already; f.txt = %q", got)
 	}
@@ -169,10 +169,10 @@ func TestForkDuringATurnUsesTheLastCompletedTurn(t *testing.T) {
 	if fi := e.info(fork); fi.ForkedAtTurn != 1 {
 		t.Fatalf("a fork during turn 2 should be at turn 1: %s", dump(fi))
 	}
-	if err := e.approve(src, "c3", workflows.DecisionApprove, alice, ""); err != nil {
+	if err := e.approve(src, "c3", session.DecisionApprove, alice, ""); err != nil {
 		t.Fatal(err)
 	}
-	if end := e.waitState(src, "turn 2 end", func(ts workflows.TurnState) bool { return ts.Turn == 2 && done(ts) }); end.FinalText != "v3 written" {
+	if end := e.waitState(src, "turn 2 end", func(ts session.TurnState) bool { return ts.Turn == 2 && done(ts) }); end.FinalText != "v3 written" {
 		t.Fatalf("the source's turn should finish normally: %s", dump(end))
 	}
 

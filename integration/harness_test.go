@@ -26,7 +26,7 @@ import (
 	"github.com/sandbot/sandbot/internal/devcmd"
 	"github.com/sandbot/sandbot/internal/devserver"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // srv is the embedded Temporal server shared by every test of the package.
@@ -34,7 +34,7 @@ var srv *devserver.Server
 
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	s, err := devserver.Start(ctx, devserver.Options{Ephemeral: true, SearchAttributes: workflows.SearchAttributeTypes(), DynamicConfig: devcmd.DevDynamicConfig()})
+	s, err := devserver.Start(ctx, devserver.Options{Ephemeral: true, SearchAttributes: session.SearchAttributeTypes(), DynamicConfig: devcmd.DevDynamicConfig()})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start embedded Temporal:", err)
@@ -142,7 +142,7 @@ func (s *stack) startCore() {
 }
 
 // settingsHook, when set, adjusts the settings new sessions start with.
-var settingsHook func(*workflows.Settings)
+var settingsHook func(*session.Settings)
 
 var alice = chat.User{ID: "U-alice", Name: "alice"}
 
@@ -168,13 +168,13 @@ func (s *stack) sayAs(th chat.Thread, u chat.User, eventID, text string) {
 }
 
 // state queries the session's turn state.
-func (s *stack) state(th chat.Thread) workflows.TurnState {
+func (s *stack) state(th chat.Thread) session.TurnState {
 	s.t.Helper()
-	v, err := s.c.QueryWorkflow(s.ctx, th.ID(), "", workflows.QueryTurnState)
+	v, err := s.c.QueryWorkflow(s.ctx, th.ID(), "", session.QueryTurnState)
 	if err != nil {
 		s.t.Fatalf("query turn_state: %v", err)
 	}
-	var ts workflows.TurnState
+	var ts session.TurnState
 	if err := v.Get(&ts); err != nil {
 		s.t.Fatal(err)
 	}
@@ -182,21 +182,21 @@ func (s *stack) state(th chat.Thread) workflows.TurnState {
 }
 
 // waitState polls the turn state until cond holds.
-func (s *stack) waitState(th chat.Thread, what string, cond func(workflows.TurnState) bool) workflows.TurnState {
+func (s *stack) waitState(th chat.Thread, what string, cond func(session.TurnState) bool) session.TurnState {
 	s.t.Helper()
 	return s.waitStateEvery(th, 50*time.Millisecond, what, cond)
 }
 
 // waitStateEvery is waitState with a chosen poll interval (benchmarks poll
 // gently so the measurement does not load the server).
-func (s *stack) waitStateEvery(th chat.Thread, every time.Duration, what string, cond func(workflows.TurnState) bool) workflows.TurnState {
+func (s *stack) waitStateEvery(th chat.Thread, every time.Duration, what string, cond func(session.TurnState) bool) session.TurnState {
 	s.t.Helper()
 	deadline := time.Now().Add(waitTimeout)
-	var last workflows.TurnState
+	var last session.TurnState
 	for time.Now().Before(deadline) {
-		v, err := s.c.QueryWorkflow(s.ctx, th.ID(), "", workflows.QueryTurnState)
+		v, err := s.c.QueryWorkflow(s.ctx, th.ID(), "", session.QueryTurnState)
 		if err == nil {
-			var ts workflows.TurnState // fresh: omitted fields must read as empty
+			var ts session.TurnState // fresh: omitted fields must read as empty
 			if err := v.Get(&ts); err == nil {
 				last = ts
 				if cond(ts) {
@@ -210,10 +210,10 @@ func (s *stack) waitStateEvery(th chat.Thread, every time.Duration, what string,
 	return last
 }
 
-func (s *stack) approve(th chat.Thread, callID string, d workflows.Decision, u chat.User, reason string) error {
+func (s *stack) approve(th chat.Thread, callID string, d session.Decision, u chat.User, reason string) error {
 	h, err := s.c.UpdateWorkflow(s.ctx, client.UpdateWorkflowOptions{
-		WorkflowID: th.ID(), UpdateName: workflows.UpdateApprove, WaitForStage: client.WorkflowUpdateStageCompleted,
-		Args: []any{workflows.ApproveRequest{CallID: callID, Decision: d, User: u, Reason: reason}},
+		WorkflowID: th.ID(), UpdateName: session.UpdateApprove, WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args: []any{session.ApproveRequest{CallID: callID, Decision: d, User: u, Reason: reason}},
 	})
 	if err != nil {
 		return err
@@ -231,8 +231,8 @@ func shell(cmds ...string) string {
 	return string(b)
 }
 
-func done(ts workflows.TurnState) bool {
-	return ts.Status == workflows.StatusComplete || ts.Status == workflows.StatusFailed
+func done(ts session.TurnState) bool {
+	return ts.Status == session.StatusComplete || ts.Status == session.StatusFailed
 }
 
 // recPoster is a chat.Poster that records what the core shows, for

@@ -19,7 +19,7 @@ import (
 	"github.com/sandbot/sandbot/internal/testimage"
 	"github.com/sandbot/sandbot/sandbox/blobstore"
 	"github.com/sandbot/sandbot/sandbox/docker"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // This file holds the harness of the workspace tests (issue 5): a poster
@@ -171,18 +171,18 @@ func (e *env5) command(th chat.Thread, text string) string {
 
 // turn queues the model's steps, sends text as alice and waits for turn n
 // of th to end, approving any call it asks about.
-func (e *env5) turn(th chat.Thread, n int, text string, steps ...fakeopenai.Step) workflows.TurnState {
+func (e *env5) turn(th chat.Thread, n int, text string, steps ...fakeopenai.Step) session.TurnState {
 	e.t.Helper()
 	e.model.Push(steps...)
 	e.send(th, alice, fmt.Sprintf("ev-%s-%d", th.Thread, n), text)
 	for {
-		ts := e.waitState(th, fmt.Sprintf("turn %d of %s to end or ask", n, th.Thread), func(ts workflows.TurnState) bool {
+		ts := e.waitState(th, fmt.Sprintf("turn %d of %s to end or ask", n, th.Thread), func(ts session.TurnState) bool {
 			return ts.Turn == n && (done(ts) || ts.Pending != nil)
 		})
 		if done(ts) {
 			return ts
 		}
-		if err := e.approve(th, ts.Pending.CallID, workflows.DecisionApprove, alice, ""); err != nil {
+		if err := e.approve(th, ts.Pending.CallID, session.DecisionApprove, alice, ""); err != nil {
 			e.t.Fatalf("approve %s: %v", ts.Pending.CallID, err)
 		}
 	}
@@ -190,7 +190,7 @@ func (e *env5) turn(th chat.Thread, n int, text string, steps ...fakeopenai.Step
 
 // cmdOut returns what one command of a finished call printed (stdout and
 // stderr as rendered for the model), and fails the test unless it exited 0.
-func cmdOut(t testing.TB, c workflows.ToolCallState, cmd string) string {
+func cmdOut(t testing.TB, c session.ToolCallState, cmd string) string {
 	t.Helper()
 	head := "$ " + cmd + "\n"
 	i := strings.Index(c.Output, head)
@@ -209,15 +209,15 @@ func cmdOut(t testing.TB, c workflows.ToolCallState, cmd string) string {
 }
 
 // onlyCall returns the only tool call of a finished turn and checks it ran.
-func onlyCall(t testing.TB, ts workflows.TurnState) workflows.ToolCallState {
+func onlyCall(t testing.TB, ts session.TurnState) session.ToolCallState {
 	t.Helper()
-	if len(ts.ToolCalls) != 1 || ts.ToolCalls[0].Status != workflows.CallCompleted {
+	if len(ts.ToolCalls) != 1 || ts.ToolCalls[0].Status != session.CallCompleted {
 		t.Fatalf("want one completed tool call, turn state: %s", dump(ts))
 	}
 	return ts.ToolCalls[0]
 }
 
-func hasNotice(ts workflows.TurnState, parts ...string) bool {
+func hasNotice(ts session.TurnState, parts ...string) bool {
 	for _, n := range ts.Notices {
 		ok := true
 		for _, p := range parts {

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/session"
 	"github.com/sandbot/sandbot/workflows"
 )
 
@@ -26,7 +27,7 @@ func assertReplays(t *testing.T, s *stack, th chat.Thread) {
 		events = append(events, ev)
 	}
 	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: session.WorkflowName})
 	if err := r.ReplayWorkflowHistory(nil, &historypb.History{Events: events}); err != nil {
 		t.Fatalf("replaying %d events of %s: %v", len(events), th.ID(), err)
 	}

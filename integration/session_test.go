@@ -11,7 +11,7 @@ import (
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/config"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 func workspaceFile(t *testing.T, s *stack, th chat.Thread, name string) (string, bool) {
@@ -29,13 +29,13 @@ func workspaceFile(t *testing.T, s *stack, th chat.Thread, name string) (string,
 	return string(b), true
 }
 
-func (s *stack) info(th chat.Thread) workflows.Info {
+func (s *stack) info(th chat.Thread) session.Info {
 	s.t.Helper()
-	v, err := s.c.QueryWorkflow(s.ctx, th.ID(), "", workflows.QueryInfo)
+	v, err := s.c.QueryWorkflow(s.ctx, th.ID(), "", session.QueryInfo)
 	if err != nil {
 		s.t.Fatalf("query info: %v", err)
 	}
-	var in workflows.Info
+	var in session.Info
 	if err := v.Get(&in); err != nil {
 		s.t.Fatal(err)
 	}
@@ -93,10 +93,10 @@ func TestTurnWithToolCallsAndOneApproval(t *testing.T) {
 		fakeopenai.FinalStep("Wrote **out.txt**."),
 	)
 	s.say(th, "ev-1", "build it")
-	st := s.waitState(th, "approval request for c2", func(ts workflows.TurnState) bool {
+	st := s.waitState(th, "approval request for c2", func(ts session.TurnState) bool {
 		return ts.Pending != nil && ts.Pending.CallID == "c2"
 	})
-	if st.ToolCalls[0].Status != workflows.CallCompleted {
+	if st.ToolCalls[0].Status != session.CallCompleted {
 		t.Fatalf("read-only call c1 should have run without approval: %s", dump(st.ToolCalls[0]))
 	}
 	// Someone who is neither owner nor approver is turned away privately.
@@ -109,7 +109,7 @@ func TestTurnWithToolCallsAndOneApproval(t *testing.T) {
 	}
 	click(t, s, th, alice, chat.ActionApprove, "")
 	end := s.waitState(th, "turn end", done)
-	if end.Status != workflows.StatusComplete || end.FinalText != "Wrote **out.txt**." {
+	if end.Status != session.StatusComplete || end.FinalText != "Wrote **out.txt**." {
 		t.Fatalf("end state: %s", dump(end))
 	}
 	if got, ok := workspaceFile(t, s, th, "out.txt"); !ok || got != "built\n" {
@@ -142,10 +142,10 @@ func TestRejectionWithReason(t *testing.T) {
 		fakeopenai.FinalStep("I will not delete src."),
 	)
 	s.say(th, "ev-1", "clean up")
-	s.waitState(th, "approval", func(ts workflows.TurnState) bool { return ts.Pending != nil })
+	s.waitState(th, "approval", func(ts session.TurnState) bool { return ts.Pending != nil })
 	click(t, s, th, alice, chat.ActionReject, "src is precious")
 	end := s.waitState(th, "turn end", done)
-	if end.ToolCalls[0].Status != workflows.CallRejected || end.ToolCalls[0].Decision.Reason != "src is precious" {
+	if end.ToolCalls[0].Status != session.CallRejected || end.ToolCalls[0].Decision.Reason != "src is precious" {
 		t.Fatalf("call: %s", dump(end.ToolCalls[0]))
 	}
 	last, _ := s.model.LastRequest()
@@ -165,7 +165,7 @@ func TestApprovalExpiry(t *testing.T) {
 	s.say(th, "ev-1", "deploy")
 	end := s.waitState(th, "turn end", done)
 	c := end.ToolCalls[0]
-	if c.Status != workflows.CallRejected || c.Decision == nil || !c.Decision.Expired {
+	if c.Status != session.CallRejected || c.Decision == nil || !c.Decision.Expired {
 		t.Fatalf("expired call: %s", dump(c))
 	}
 	if !strings.Contains(strings.Join(end.Notices, " "), "expired") {
@@ -174,7 +174,7 @@ func TestApprovalExpiry(t *testing.T) {
 	if _, ok := workspaceFile(t, s, th, "deployed"); ok {
 		t.Fatal("an expired approval ran its command")
 	}
-	if err := s.approve(th, "c1", workflows.DecisionApprove, alice, ""); err == nil || !strings.Contains(err.Error(), "expired") {
+	if err := s.approve(th, "c1", session.DecisionApprove, alice, ""); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Fatalf("late approval: %v", err)
 	}
 }
@@ -205,14 +205,14 @@ func TestMessagesDuringATurnAreBatched(t *testing.T) {
 		fakeopenai.FinalStep("second done"),
 	)
 	s.say(th, "ev-1", "make a")
-	s.waitState(th, "approval", func(ts workflows.TurnState) bool { return ts.Pending != nil })
+	s.waitState(th, "approval", func(ts session.TurnState) bool { return ts.Pending != nil })
 	s.say(th, "ev-2", "then b")
 	s.say(th, "ev-3", "then c")
 	if q := s.state(th).Queued; q != 2 {
 		t.Fatalf("queued = %d, want 2", q)
 	}
 	click(t, s, th, alice, chat.ActionApprove, "")
-	end := s.waitState(th, "turn 2 end", func(ts workflows.TurnState) bool { return ts.Turn == 2 && done(ts) })
+	end := s.waitState(th, "turn 2 end", func(ts session.TurnState) bool { return ts.Turn == 2 && done(ts) })
 	if end.FinalText != "second done" {
 		t.Fatalf("turn 2: %s", dump(end))
 	}
@@ -236,7 +236,7 @@ func TestModelDownFailsTheTurnAndTheSessionStaysUsable(t *testing.T) {
 	)
 	s.say(th, "ev-1", "hello?")
 	end := s.waitState(th, "failed turn", done)
-	if end.Status != workflows.StatusFailed || !strings.Contains(end.Error, "503") && !strings.Contains(strings.ToLower(end.Error), "unavailable") && !strings.Contains(end.Error, "overloaded") {
+	if end.Status != session.StatusFailed || !strings.Contains(end.Error, "503") && !strings.Contains(strings.ToLower(end.Error), "unavailable") && !strings.Contains(end.Error, "overloaded") {
 		t.Fatalf("the turn should fail with the reason: %s", dump(end))
 	}
 	if n := len(s.model.Requests()); n != 2 {
@@ -244,8 +244,8 @@ func TestModelDownFailsTheTurnAndTheSessionStaysUsable(t *testing.T) {
 	}
 	s.model.Push(fakeopenai.FinalStep("back online"))
 	s.say(th, "ev-2", "and now?")
-	end = s.waitState(th, "turn 2", func(ts workflows.TurnState) bool { return ts.Turn == 2 && done(ts) })
-	if end.Status != workflows.StatusComplete || end.FinalText != "back online" {
+	end = s.waitState(th, "turn 2", func(ts session.TurnState) bool { return ts.Turn == 2 && done(ts) })
+	if end.Status != session.StatusComplete || end.FinalText != "back online" {
 		t.Fatalf("the session should be usable after a failed turn: %s", dump(end))
 	}
 }
@@ -256,7 +256,7 @@ func TestBadModelKeyFailsAtOnceWithAClearMessage(t *testing.T) {
 	s.model.Push(fakeopenai.ErrorStep(401, "Incorrect API key provided"))
 	s.say(th, "ev-1", "hello?")
 	end := s.waitState(th, "failed turn", done)
-	if end.Status != workflows.StatusFailed || !strings.Contains(end.Error, "401") {
+	if end.Status != session.StatusFailed || !strings.Contains(end.Error, "401") {
 		t.Fatalf("want a failed turn naming the 401: %s", dump(end))
 	}
 	if strings.Contains(end.Error, s.cfg.Model.APIKey) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sandbot/sandbot/chat"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // Session discovery: /sessions in a channel, and the Sandbot* search
@@ -52,7 +52,7 @@ func TestSessionsList(t *testing.T) {
 	e.turn(a2, 1, "second task", fakeopenai.FinalStep("two"))
 	e.model.Push(fakeopenai.FinalStep("three"))
 	e.send(elsewhere, bobUser, "ev-bob-1", "bob's task")
-	e.waitState(elsewhere, "bob's turn", func(ts workflows.TurnState) bool { return ts.Turn == 1 && done(ts) })
+	e.waitState(elsewhere, "bob's turn", func(ts session.TurnState) bool { return ts.Turn == 1 && done(ts) })
 	fork := e.fork(a1, `/fork "alice's fork"`, 1, "local")
 
 	// The search attributes say who, where, which backend and which parent.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sandbot/sandbot/chat/slack"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // BenchmarkSlackProgressLatency measures how long a tool call's completion
@@ -70,7 +70,7 @@ func slackProgressLatency(b *testing.B, editInterval time.Duration) {
 			tl := slackTimeline(b, snap, ts.StatusRef)
 			edits += len(tl) - 1
 			for j, c := range ts.ToolCalls {
-				if c.Status != workflows.CallCompleted || c.EndedAt.IsZero() {
+				if c.Status != session.CallCompleted || c.EndedAt.IsZero() {
 					b.Fatalf("turn %d call %d: %s", turn, j, dump(c))
 				}
 				k := sort.Search(len(tl), func(k int) bool { return tl[k].completed > j })
@@ -113,8 +113,8 @@ func slackProgressLatency(b *testing.B, editInterval time.Duration) {
 
 // slackFinished: turn n has ended and the bot is done with it (last edit
 // made, answer posted and recorded).
-func slackFinished(n int) func(workflows.TurnState) bool {
-	return func(ts workflows.TurnState) bool { return ts.Turn == n && done(ts) && ts.FinalRef != "" }
+func slackFinished(n int) func(session.TurnState) bool {
+	return func(ts session.TurnState) bool { return ts.Turn == n && done(ts) && ts.FinalRef != "" }
 }
 
 // slackVersion is one version of a status message as Slack received it.

@@ -15,7 +15,7 @@ import (
 	"github.com/sandbot/sandbot/chat/slack"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // TestSlackCommandsInThread: slash commands do not work in Slack threads,
@@ -53,7 +53,7 @@ func TestSlackCommandsInThread(t *testing.T) {
 	if !end.Stopped || end.Pending != nil {
 		t.Fatalf("state after !stop: %s", dump(end))
 	}
-	if c := end.ToolCalls[0]; c.Status != workflows.CallFailed && c.Status != workflows.CallRejected {
+	if c := end.ToolCalls[0]; c.Status != session.CallFailed && c.Status != session.CallRejected {
 		t.Errorf("after !stop the call that waited for approval is %q, want failed or rejected (not run): %s", c.Status, dump(c))
 	}
 	stopped := e.waitBotText(th, "the !stop answer", nil, "Stopped turn 1.")
@@ -145,7 +145,7 @@ func TestSlackSessionsSlashCommand(t *testing.T) {
 func (e *slackEnv) waitVisible(channel string, ids ...string) {
 	e.t.Helper()
 	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND %s = 'slack' AND %s = '%s'",
-		workflows.WorkflowName, workflows.SAPlatform.GetName(), workflows.SAChannel.GetName(), channel)
+		session.WorkflowName, session.SAPlatform.GetName(), session.SAChannel.GetName(), channel)
 	slices.Sort(ids)
 	deadline := time.Now().Add(waitTimeout)
 	var got []string

@@ -16,7 +16,7 @@ import (
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/internal/app"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // The users of the Slack tests. alice starts the sessions (so she owns
@@ -295,19 +295,19 @@ func (e *slackEnv) botTS(th chat.Thread) []string {
 // waitTurn polls the session's turn state until cond holds, decoding every
 // answer into a fresh value so fields an earlier poll saw (a pending
 // approval) cannot linger in the result.
-func (e *slackEnv) waitTurn(th chat.Thread, what string, cond func(workflows.TurnState) bool) workflows.TurnState {
+func (e *slackEnv) waitTurn(th chat.Thread, what string, cond func(session.TurnState) bool) session.TurnState {
 	e.t.Helper()
 	return e.waitTurnEvery(th, 25*time.Millisecond, what, cond)
 }
 
-func (e *slackEnv) waitTurnEvery(th chat.Thread, every time.Duration, what string, cond func(workflows.TurnState) bool) workflows.TurnState {
+func (e *slackEnv) waitTurnEvery(th chat.Thread, every time.Duration, what string, cond func(session.TurnState) bool) session.TurnState {
 	e.t.Helper()
 	deadline := time.Now().Add(waitTimeout)
-	var last workflows.TurnState
+	var last session.TurnState
 	for time.Now().Before(deadline) {
-		v, err := e.s.c.QueryWorkflow(e.s.ctx, th.ID(), "", workflows.QueryTurnState)
+		v, err := e.s.c.QueryWorkflow(e.s.ctx, th.ID(), "", session.QueryTurnState)
 		if err == nil {
-			var ts workflows.TurnState
+			var ts session.TurnState
 			if err := v.Get(&ts); err == nil {
 				if last = ts; cond(ts) {
 					return ts
@@ -321,16 +321,16 @@ func (e *slackEnv) waitTurnEvery(th chat.Thread, every time.Duration, what strin
 }
 
 // state is the session's turn state now, freshly decoded.
-func (e *slackEnv) state(th chat.Thread) workflows.TurnState {
+func (e *slackEnv) state(th chat.Thread) session.TurnState {
 	e.t.Helper()
-	return e.waitTurn(th, "turn state", func(workflows.TurnState) bool { return true })
+	return e.waitTurn(th, "turn state", func(session.TurnState) bool { return true })
 }
 
 // statusRef waits until turn's status message is posted and recorded in
 // the workflow, and returns its ts.
 func (e *slackEnv) statusRef(th chat.Thread, turn int) string {
 	e.t.Helper()
-	ts := e.waitTurn(th, fmt.Sprintf("status message of turn %d recorded", turn), func(ts workflows.TurnState) bool {
+	ts := e.waitTurn(th, fmt.Sprintf("status message of turn %d recorded", turn), func(ts session.TurnState) bool {
 		return ts.Turn == turn && ts.StatusRef != ""
 	})
 	return ts.StatusRef
@@ -338,9 +338,9 @@ func (e *slackEnv) statusRef(th chat.Thread, turn int) string {
 
 // waitDone waits until turn n has ended and its answer is posted and
 // recorded (the watcher has made its last edit).
-func (e *slackEnv) waitDone(th chat.Thread, n int) workflows.TurnState {
+func (e *slackEnv) waitDone(th chat.Thread, n int) session.TurnState {
 	e.t.Helper()
-	return e.waitTurn(th, fmt.Sprintf("turn %d finalized", n), func(ts workflows.TurnState) bool {
+	return e.waitTurn(th, fmt.Sprintf("turn %d finalized", n), func(ts session.TurnState) bool {
 		return ts.Turn == n && done(ts) && ts.FinalRef != ""
 	})
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/sandbot/sandbot/chat/slack"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // Slack's limits on a posted message (platform-limits.md).
@@ -348,7 +348,7 @@ func TestSlackRestartMidTurn(t *testing.T) {
 			t.Fatalf("the new bot posted another message: %s", c.Text())
 		}
 	}
-	if ts := e.state(th); ts.Status != workflows.StatusComplete || ts.ToolCalls[0].Decision == nil || ts.ToolCalls[0].Decision.User.ID != slackAlice {
+	if ts := e.state(th); ts.Status != session.StatusComplete || ts.ToolCalls[0].Decision == nil || ts.ToolCalls[0].Decision.User.ID != slackAlice {
 		t.Fatalf("end state: %s", dump(ts))
 	}
 	e.checkViolations(afterRestart)

@@ -12,7 +12,7 @@ import (
 	"github.com/sandbot/sandbot/chat"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // The Slack scenario tests drive the whole product through Slack's wire
@@ -84,10 +84,10 @@ func TestSlackMentionRunsTurnWithApproval(t *testing.T) {
 	e.release(t)
 
 	end := e.waitDone(th, 1)
-	if end.Status != workflows.StatusComplete || len(end.ToolCalls) != 2 || end.ToolCalls[1].Status != workflows.CallCompleted {
+	if end.Status != session.StatusComplete || len(end.ToolCalls) != 2 || end.ToolCalls[1].Status != session.CallCompleted {
 		t.Fatalf("end state: %s", dump(end))
 	}
-	if d := end.ToolCalls[1].Decision; d == nil || d.User.ID != slackAlice || d.Decision != workflows.DecisionApprove {
+	if d := end.ToolCalls[1].Decision; d == nil || d.User.ID != slackAlice || d.Decision != session.DecisionApprove {
 		t.Fatalf("decision: %s", dump(end.ToolCalls[1]))
 	}
 	if got, ok := workspaceFile(t, e.s, th, "hello.txt"); !ok || got != "hi\n" {
@@ -169,7 +169,7 @@ func TestSlackRejectWithReason(t *testing.T) {
 	})
 	end := e.waitDone(th, 1)
 	c := end.ToolCalls[0]
-	if c.Status != workflows.CallRejected || c.Decision == nil || c.Decision.Reason != reason || c.Decision.User.ID != slackAlice {
+	if c.Status != session.CallRejected || c.Decision == nil || c.Decision.Reason != reason || c.Decision.User.ID != slackAlice {
 		t.Fatalf("rejected call: %s", dump(c))
 	}
 	reqs := e.s.model.Requests()
@@ -252,7 +252,7 @@ func TestSlackUnauthorizedClick(t *testing.T) {
 	e.idle()
 
 	ts := e.state(th)
-	if ts.Status != workflows.StatusAwaitingApproval || ts.Pending == nil || ts.Pending.CallID != "c1" || ts.ToolCalls[0].Decision != nil {
+	if ts.Status != session.StatusAwaitingApproval || ts.Pending == nil || ts.Pending.CallID != "c1" || ts.ToolCalls[0].Decision != nil {
 		t.Fatalf("a refused click changed the approval: %s", dump(ts))
 	}
 	if now := e.message(ref); now.RawBlocks != before.RawBlocks || now.Updates != before.Updates || len(shownButtons(now)) != 3 {
@@ -328,7 +328,7 @@ func TestSlackRetriedEventRunsOneTurn(t *testing.T) {
 		if n := len(e.s.model.Requests()); n != 1 || e.s.model.Pending() != 1 {
 			t.Fatalf("%s: the model was asked %d times (%d steps left); one message must run one turn", when, n, e.s.model.Pending())
 		}
-		if ts := e.state(th); ts.Turn != 1 || ts.Queued != 0 || ts.Status != workflows.StatusComplete {
+		if ts := e.state(th); ts.Turn != 1 || ts.Queued != 0 || ts.Status != session.StatusComplete {
 			t.Fatalf("%s: state %s", when, dump(ts))
 		}
 		if got := e.botTS(th); !slices.Equal(got, want) {

@@ -10,7 +10,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/sandbot/sandbot/config"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // BenchmarkTurnTimeline breaks one 10-call turn down by where the time
@@ -28,7 +28,7 @@ func BenchmarkTurnTimeline(b *testing.B) {
 		for i := 1; i <= 6; i++ {
 			turn := i
 			s.say(th, fmt.Sprintf("tl-%d-%d", n, i), "go")
-			s.waitStateEvery(th, 500*time.Millisecond, "turn", func(ts workflows.TurnState) bool { return ts.Turn == turn && done(ts) })
+			s.waitStateEvery(th, 500*time.Millisecond, "turn", func(ts session.TurnState) bool { return ts.Turn == turn && done(ts) })
 		}
 		type span struct {
 			name              string

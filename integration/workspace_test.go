@@ -11,7 +11,7 @@ import (
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/config"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // Backend switches through the chat core: the workspace moves with the
@@ -28,9 +28,9 @@ func (e *env5) onLocal(pwd string) bool {
 
 // waitBackend waits until the session runs on backend with no switch
 // pending, and checks the switch notice.
-func (e *env5) waitBackend(th chat.Thread, from, to string) workflows.TurnState {
+func (e *env5) waitBackend(th chat.Thread, from, to string) session.TurnState {
 	e.t.Helper()
-	st := e.waitState(th, "the switch to "+to, func(ts workflows.TurnState) bool {
+	st := e.waitState(th, "the switch to "+to, func(ts session.TurnState) bool {
 		return ts.Backend == to && ts.PendingBackend == ""
 	})
 	if !hasNotice(st, "Switched backend from "+from+" to "+to) {
@@ -113,7 +113,7 @@ func TestBackendSwitchMidTurnIsDeferred(t *testing.T) {
 		fakeopenai.FinalStep("wrote it"),
 	)
 	e.send(th, alice, "ev-1", "write mid.txt")
-	e.waitState(th, "the approval of c1", func(ts workflows.TurnState) bool {
+	e.waitState(th, "the approval of c1", func(ts session.TurnState) bool {
 		return ts.Pending != nil && ts.Pending.CallID == "c1"
 	})
 
@@ -122,14 +122,14 @@ func TestBackendSwitchMidTurnIsDeferred(t *testing.T) {
 		t.Fatalf("a switch during a turn should say it is deferred; reply %q", r)
 	}
 	st := e.state(th)
-	if st.Backend != "local" || st.PendingBackend != "docker" || st.Status != workflows.StatusAwaitingApproval {
+	if st.Backend != "local" || st.PendingBackend != "docker" || st.Status != session.StatusAwaitingApproval {
 		t.Fatalf("during the turn: backend %q, pending %q, status %s; want local, docker, awaiting_approval", st.Backend, st.PendingBackend, st.Status)
 	}
 
-	if err := e.approve(th, "c1", workflows.DecisionApprove, alice, ""); err != nil {
+	if err := e.approve(th, "c1", session.DecisionApprove, alice, ""); err != nil {
 		t.Fatal(err)
 	}
-	end := e.waitState(th, "turn 1 end", func(ts workflows.TurnState) bool { return ts.Turn == 1 && done(ts) })
+	end := e.waitState(th, "turn 1 end", func(ts session.TurnState) bool { return ts.Turn == 1 && done(ts) })
 	c := onlyCall(t, end)
 	if !e.onLocal(cmdOut(t, c, "pwd")) || cmdOut(t, c, "id -u") != strconv.Itoa(os.Getuid()) {
 		t.Fatalf("the approved command of the running turn must still run on local: %s", dump(c))
@@ -166,7 +166,7 @@ func TestUnavailableDockerBackend(t *testing.T) {
 	}
 	c := ts.ToolCalls[0]
 	want := `image "` + missing + `" is not present`
-	if c.Status != workflows.CallFailed || !strings.Contains(c.Error, want) {
+	if c.Status != session.CallFailed || !strings.Contains(c.Error, want) {
 		t.Fatalf("the call should fail saying the image is missing: %s", dump(c))
 	}
 	if !hasNotice(ts, want, "/backend") {

@@ -4,81 +4,82 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sandbot/sandbot/session"
 	"go.temporal.io/sdk/workflow"
 )
 
 // approval asks for a decision on a call and waits for it, for the
 // configured expiry, or for the turn to be stopped. A standing "approve
 // always" for every command of the call answers at once.
-func (s *session) approval(ctx workflow.Context, callID string, commands []string) (DecisionRecord, error) {
+func (s *sessionRun) approval(ctx workflow.Context, callID string, commands []string) (session.DecisionRecord, error) {
 	now := workflow.Now(ctx)
 	command := strings.Join(commands, "\n")
 	if s.st.alwaysApproved(commands) {
-		d := DecisionRecord{CallID: callID, Command: command, Decision: DecisionApprove, At: now, Auto: true, Turn: s.st.Turn}
+		d := session.DecisionRecord{CallID: callID, Command: command, Decision: session.DecisionApprove, At: now, Auto: true, Turn: s.st.Turn}
 		s.record(d)
 		return d, nil
 	}
 	timeout := s.st.Settings.ApprovalTimeout
 	s.decision = nil
-	s.st.Last.Pending = &PendingApproval{
+	s.st.Last.Pending = &session.PendingApproval{
 		CallID: callID, Command: command,
 		Reason:  fmt.Sprintf("approval policy %q: not a read-only command", s.st.Settings.ApprovalMode),
 		AskedAt: now, ExpiresAt: now.Add(timeout),
 	}
-	if s.st.Settings.ApprovalMode == ApproveAlways {
+	if s.st.Settings.ApprovalMode == session.ApproveAlways {
 		s.st.Last.Pending.Reason = `approval policy "always": every command needs approval`
 	}
-	s.st.Last.Status = StatusAwaitingApproval
+	s.st.Last.Status = session.StatusAwaitingApproval
 	if c := s.call(callID); c != nil {
-		c.Status = CallAwaitingApproval
+		c.Status = session.CallAwaitingApproval
 	}
 	s.touch()
 
 	ok, err := workflow.AwaitWithTimeout(ctx, timeout, func() bool { return s.decision != nil })
 	s.st.Last.Pending = nil
-	s.st.Last.Status = StatusThinking
+	s.st.Last.Status = session.StatusThinking
 	if err != nil || ctx.Err() != nil {
 		s.touch()
-		return DecisionRecord{}, errStopped
+		return session.DecisionRecord{}, errStopped
 	}
-	var d DecisionRecord
+	var d session.DecisionRecord
 	if ok {
 		d = *s.decision
 	} else {
-		d = DecisionRecord{
-			CallID: callID, Command: command, Decision: DecisionReject, At: workflow.Now(ctx), Expired: true, Turn: s.st.Turn,
+		d = session.DecisionRecord{
+			CallID: callID, Command: command, Decision: session.DecisionReject, At: workflow.Now(ctx), Expired: true, Turn: s.st.Turn,
 			Reason: fmt.Sprintf("nobody decided within %s", timeout),
 		}
 		s.st.Last.Notices = append(s.st.Last.Notices, fmt.Sprintf("The approval request for `%s` expired after %s; the command was not run.", oneLine(command), timeout))
 	}
 	s.decision = nil
-	if d.Decision == DecisionApproveAlways {
+	if d.Decision == session.DecisionApproveAlways {
 		s.st.addAlwaysApproved(commands)
 	}
 	s.record(d)
 	return d, nil
 }
 
-func (s *session) record(d DecisionRecord) {
+func (s *sessionRun) record(d session.DecisionRecord) {
 	s.st.recordDecision(d)
 	if c := s.call(d.CallID); c != nil {
 		dc := d
 		c.Decision = &dc
-		if d.Decision != DecisionReject {
-			c.Status = CallPending
+		if d.Decision != session.DecisionReject {
+			c.Status = session.CallPending
 		}
 	}
 	s.touch()
 }
 
-func (s *session) validateApprove(ctx workflow.Context, req ApproveRequest) error {
+func (s *sessionRun) validateApprove(ctx workflow.Context, req session.ApproveRequest) error {
 	if err := s.validateAlive(ctx, nil); err != nil {
 		return err
 	}
 	switch req.Decision {
-	case DecisionApprove, DecisionApproveAlways, DecisionReject:
+	case session.DecisionApprove, session.DecisionApproveAlways, session.DecisionReject:
 	default:
-		return fmt.Errorf("decision %q is unknown; use %q, %q or %q", req.Decision, DecisionApprove, DecisionApproveAlways, DecisionReject)
+		return fmt.Errorf("decision %q is unknown; use %q, %q or %q", req.Decision, session.DecisionApprove, session.DecisionApproveAlways, session.DecisionReject)
 	}
 	p := s.st.Last.Pending
 	if p == nil || p.CallID != req.CallID || s.decision != nil {
@@ -86,7 +87,7 @@ func (s *session) validateApprove(ctx workflow.Context, req ApproveRequest) erro
 			if d.Expired {
 				return fmt.Errorf("this approval request expired at %s; the command was not run", d.At.UTC().Format("15:04 MST"))
 			}
-			verb := map[Decision]string{DecisionApprove: "approved", DecisionApproveAlways: "approved (always)", DecisionReject: "rejected"}[d.Decision]
+			verb := map[session.Decision]string{session.DecisionApprove: "approved", session.DecisionApproveAlways: "approved (always)", session.DecisionReject: "rejected"}[d.Decision]
 			return fmt.Errorf("already decided: %s by %s", verb, displayName(d.User))
 		}
 		if s.decision != nil && p != nil && p.CallID == req.CallID {
@@ -104,7 +105,7 @@ func (s *session) validateApprove(ctx workflow.Context, req ApproveRequest) erro
 }
 
 // decided finds a decision on callID in this turn or the log.
-func (s *session) decided(callID string) *DecisionRecord {
+func (s *sessionRun) decided(callID string) *session.DecisionRecord {
 	if c := s.call(callID); c != nil && c.Decision != nil {
 		return c.Decision
 	}
@@ -116,12 +117,12 @@ func (s *session) decided(callID string) *DecisionRecord {
 	return nil
 }
 
-func (s *session) onApprove(ctx workflow.Context, req ApproveRequest) (ApproveResponse, error) {
+func (s *sessionRun) onApprove(ctx workflow.Context, req session.ApproveRequest) (session.ApproveResponse, error) {
 	p := s.st.Last.Pending
-	d := DecisionRecord{
+	d := session.DecisionRecord{
 		CallID: req.CallID, Command: p.Command, Decision: req.Decision, Reason: req.Reason,
 		User: req.User, At: workflow.Now(ctx), Turn: s.st.Turn,
 	}
 	s.decision = &d
-	return ApproveResponse{Command: p.Command}, nil
+	return session.ApproveResponse{Command: p.Command}, nil
 }

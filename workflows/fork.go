@@ -8,11 +8,11 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/session"
 )
 
-func (s *session) validateFork(ctx workflow.Context, req ForkRequest) error {
+func (s *sessionRun) validateFork(ctx workflow.Context, req session.ForkRequest) error {
 	if err := s.validateAlive(ctx, nil); err != nil {
 		return err
 	}
@@ -33,12 +33,12 @@ func (s *session) validateFork(ctx workflow.Context, req ForkRequest) error {
 // that turn's workspace snapshot under the fork's own key, so the two never
 // see each other's changes. The source keeps running; a turn in progress is
 // not included.
-func (s *session) onFork(ctx workflow.Context, req ForkRequest) (ForkResponse, error) {
+func (s *sessionRun) onFork(ctx workflow.Context, req session.ForkRequest) (session.ForkResponse, error) {
 	atTurn := s.st.Turn
 	if s.turnActive {
 		atTurn--
 	}
-	var msgs []agent.Message
+	var msgs []session.Message
 	for _, e := range s.st.Transcript {
 		if e.Turn <= atTurn {
 			msgs = append(msgs, e.Msg)
@@ -56,15 +56,15 @@ func (s *session) onFork(ctx workflow.Context, req ForkRequest) (ForkResponse, e
 	if backend == "" {
 		backend = s.st.Backend
 	}
-	seed := &ForkSeed{Transcript: msgs, Fingerprint: fp}
+	seed := &session.ForkSeed{Transcript: msgs, Fingerprint: fp}
 	s.forksInFlight++
 	defer func() { s.forksInFlight-- }()
 	if snap != "" {
 		to := sandbox.SnapshotKey(newID, 0)
-		err := workflow.ExecuteActivity(housekeepingOptions(ctx, BackendQueue(s.queue, s.st.Backend)), sandboxActs.CopySnapshot,
+		err := workflow.ExecuteActivity(housekeepingOptions(ctx, session.BackendQueue(s.queue, s.st.Backend)), sandboxActs.CopySnapshot,
 			sandbox.CopySnapshotRequest{From: snap, To: to}).Get(ctx, nil)
 		if err != nil {
-			return ForkResponse{}, fmt.Errorf("copy the workspace snapshot: %s", userError(err))
+			return session.ForkResponse{}, fmt.Errorf("copy the workspace snapshot: %s", userError(err))
 		}
 		seed.Snapshot = to
 	}
@@ -86,14 +86,14 @@ func (s *session) onFork(ctx workflow.Context, req ForkRequest) (ForkResponse, e
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	})
-	child := workflow.ExecuteChildWorkflow(cctx, Session, SessionInput{
+	child := workflow.ExecuteChildWorkflow(cctx, Session, Input{SessionInput: session.SessionInput{
 		Location: req.Location, Owner: owner, Title: title, Backend: backend, Settings: s.st.Settings,
 		Parent: s.id, ForkedAtTurn: atTurn, Seed: seed,
-	})
+	}})
 	var exec workflow.Execution
 	if err := child.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
-		return ForkResponse{}, fmt.Errorf("start the fork: %s", userError(err))
+		return session.ForkResponse{}, fmt.Errorf("start the fork: %s", userError(err))
 	}
 	s.notice("Forked at turn %d into a new session (%s) by %s.", atTurn, title, displayName(owner))
-	return ForkResponse{WorkflowID: exec.ID, AtTurn: atTurn, Backend: backend}, nil
+	return session.ForkResponse{WorkflowID: exec.ID, AtTurn: atTurn, Backend: backend}, nil
 }

@@ -5,30 +5,31 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sandbot/sandbot/session"
 	"go.temporal.io/sdk/workflow"
 )
 
 // register installs every query, update and signal handler. It runs before
 // the first activity so no early update is refused.
-func (s *session) register(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryTurnState, func() (TurnState, error) {
+func (s *sessionRun) register(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, session.QueryTurnState, func() (session.TurnState, error) {
 		return s.turnState(), nil
 	}); err != nil {
-		return fmt.Errorf("register %s: %w", QueryTurnState, err)
+		return fmt.Errorf("register %s: %w", session.QueryTurnState, err)
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryHistory, func(req HistoryRequest) ([]HistoryEntry, error) {
+	if err := workflow.SetQueryHandler(ctx, session.QueryHistory, func(req session.HistoryRequest) ([]session.HistoryEntry, error) {
 		h := s.st.Transcript
 		if req.Last > 0 && len(h) > req.Last {
 			h = h[len(h)-req.Last:]
 		}
-		return append([]HistoryEntry(nil), h...), nil
+		return append([]session.HistoryEntry(nil), h...), nil
 	}); err != nil {
-		return fmt.Errorf("register %s: %w", QueryHistory, err)
+		return fmt.Errorf("register %s: %w", session.QueryHistory, err)
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryInfo, func() (Info, error) {
+	if err := workflow.SetQueryHandler(ctx, session.QueryInfo, func() (session.Info, error) {
 		return s.info(ctx), nil
 	}); err != nil {
-		return fmt.Errorf("register %s: %w", QueryInfo, err)
+		return fmt.Errorf("register %s: %w", session.QueryInfo, err)
 	}
 
 	updates := []struct {
@@ -36,15 +37,15 @@ func (s *session) register(ctx workflow.Context) error {
 		handler   any
 		validator any
 	}{
-		{UpdateSendMessage, s.onMessage, s.validateMessage},
-		{UpdateApprove, s.onApprove, s.validateApprove},
-		{UpdatePause, s.onPause, func(ctx workflow.Context, _ PauseRequest) error { return s.validateAlive(ctx, nil) }},
-		{UpdateResume, s.onResume, func(ctx workflow.Context, _ ResumeRequest) error { return s.validateAlive(ctx, nil) }},
-		{UpdateStop, s.onStop, s.validateStop},
-		{UpdateDestroy, s.onDestroy, s.validateDestroy},
-		{UpdateChatRef, s.onChatRef, s.validateChatRef},
-		{UpdateSetBackend, s.onSetBackend, s.validateSetBackend},
-		{UpdateFork, s.onFork, s.validateFork},
+		{session.UpdateSendMessage, s.onMessage, s.validateMessage},
+		{session.UpdateApprove, s.onApprove, s.validateApprove},
+		{session.UpdatePause, s.onPause, func(ctx workflow.Context, _ session.PauseRequest) error { return s.validateAlive(ctx, nil) }},
+		{session.UpdateResume, s.onResume, func(ctx workflow.Context, _ session.ResumeRequest) error { return s.validateAlive(ctx, nil) }},
+		{session.UpdateStop, s.onStop, s.validateStop},
+		{session.UpdateDestroy, s.onDestroy, s.validateDestroy},
+		{session.UpdateChatRef, s.onChatRef, s.validateChatRef},
+		{session.UpdateSetBackend, s.onSetBackend, s.validateSetBackend},
+		{session.UpdateFork, s.onFork, s.validateFork},
 	}
 	for _, u := range updates {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler, workflow.UpdateHandlerOptions{Validator: u.validator}); err != nil {
@@ -52,10 +53,10 @@ func (s *session) register(ctx workflow.Context) error {
 		}
 	}
 
-	ch := workflow.GetSignalChannel(ctx, SignalDestroy)
+	ch := workflow.GetSignalChannel(ctx, session.SignalDestroy)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
-			var req DestroyRequest
+			var req session.DestroyRequest
 			ch.Receive(ctx, &req)
 			s.requestDestroy(req.User)
 		}
@@ -63,19 +64,19 @@ func (s *session) register(ctx workflow.Context) error {
 	return nil
 }
 
-func (s *session) validateAlive(ctx workflow.Context, _ any) error {
+func (s *sessionRun) validateAlive(ctx workflow.Context, _ any) error {
 	if s.destroyRequested {
 		return fmt.Errorf("this session has been destroyed")
 	}
 	return nil
 }
 
-func (s *session) validateMessage(ctx workflow.Context, req MessageRequest) error {
+func (s *sessionRun) validateMessage(ctx workflow.Context, req session.MessageRequest) error {
 	if err := s.validateAlive(ctx, nil); err != nil {
 		return err
 	}
-	if n := len(req.Text); n > MaxMessageBytes {
-		return fmt.Errorf("message is %d bytes; the limit is %d bytes (64 KiB). Attach large content as a file in the workspace instead", n, MaxMessageBytes)
+	if n := len(req.Text); n > session.MaxMessageBytes {
+		return fmt.Errorf("message is %d bytes; the limit is %d bytes (64 KiB). Attach large content as a file in the workspace instead", n, session.MaxMessageBytes)
 	}
 	if strings.TrimSpace(req.Text) == "" {
 		return fmt.Errorf("message is empty; write what you want the agent to do, or /help for commands")
@@ -83,53 +84,53 @@ func (s *session) validateMessage(ctx workflow.Context, req MessageRequest) erro
 	return nil
 }
 
-func (s *session) onMessage(ctx workflow.Context, req MessageRequest) (MessageResponse, error) {
+func (s *sessionRun) onMessage(ctx workflow.Context, req session.MessageRequest) (session.MessageResponse, error) {
 	if turn, ok := s.st.seenTurn(req.EventID); ok {
-		return MessageResponse{Turn: turn, Duplicate: true}, nil
+		return session.MessageResponse{Turn: turn, Duplicate: true}, nil
 	}
 	s.st.Queue = append(s.st.Queue, QueuedMessage{EventID: req.EventID, User: req.User, Text: req.Text, At: workflow.Now(ctx)})
 	// A new message ends a pause: the user wants an answer.
 	s.st.Paused = false
 	s.pauseRequested = false
 	s.touch()
-	return MessageResponse{Turn: s.st.Turn + 1, Queued: s.turnActive}, nil
+	return session.MessageResponse{Turn: s.st.Turn + 1, Queued: s.turnActive}, nil
 }
 
-func (s *session) onPause(ctx workflow.Context, _ PauseRequest) (PauseResponse, error) {
+func (s *sessionRun) onPause(ctx workflow.Context, _ session.PauseRequest) (session.PauseResponse, error) {
 	if !s.turnActive && len(s.st.Queue) == 0 {
 		s.st.Paused = true
 		s.touch()
-		return PauseResponse{Turn: s.st.Turn}, nil
+		return session.PauseResponse{Turn: s.st.Turn}, nil
 	}
 	s.pauseRequested = true
 	err := workflow.Await(ctx, func() bool { return s.st.Paused || s.destroyRequested || !s.pauseRequested && !s.turnActive })
-	return PauseResponse{Turn: s.st.Turn}, err
+	return session.PauseResponse{Turn: s.st.Turn}, err
 }
 
-func (s *session) onResume(ctx workflow.Context, _ ResumeRequest) (PauseResponse, error) {
+func (s *sessionRun) onResume(ctx workflow.Context, _ session.ResumeRequest) (session.PauseResponse, error) {
 	s.st.Paused = false
 	s.pauseRequested = false
 	s.touch()
-	return PauseResponse{Turn: s.st.Turn}, nil
+	return session.PauseResponse{Turn: s.st.Turn}, nil
 }
 
-func (s *session) validateStop(ctx workflow.Context, req StopRequest) error {
+func (s *sessionRun) validateStop(ctx workflow.Context, req session.StopRequest) error {
 	return s.validateAlive(ctx, nil)
 }
 
-func (s *session) onStop(ctx workflow.Context, req StopRequest) (StopResponse, error) {
+func (s *sessionRun) onStop(ctx workflow.Context, req session.StopRequest) (session.StopResponse, error) {
 	if !s.turnActive {
-		return StopResponse{Stopped: false, Turn: s.st.Turn}, nil
+		return session.StopResponse{Stopped: false, Turn: s.st.Turn}, nil
 	}
 	u := req.User
 	s.stopBy = &u
 	turn := s.st.Turn
 	s.cancelTurn()
 	err := workflow.Await(ctx, func() bool { return !s.turnActive || s.st.Turn != turn })
-	return StopResponse{Stopped: true, Turn: turn}, err
+	return session.StopResponse{Stopped: true, Turn: turn}, err
 }
 
-func (s *session) validateDestroy(ctx workflow.Context, req DestroyRequest) error {
+func (s *sessionRun) validateDestroy(ctx workflow.Context, req session.DestroyRequest) error {
 	if err := s.validateAlive(ctx, nil); err != nil {
 		return err
 	}
@@ -139,13 +140,13 @@ func (s *session) validateDestroy(ctx workflow.Context, req DestroyRequest) erro
 	return nil
 }
 
-func (s *session) onDestroy(ctx workflow.Context, req DestroyRequest) (DestroyResponse, error) {
+func (s *sessionRun) onDestroy(ctx workflow.Context, req session.DestroyRequest) (session.DestroyResponse, error) {
 	s.requestDestroy(req.User)
 	err := workflow.Await(ctx, func() bool { return s.cleanedUp })
-	return DestroyResponse{Turns: s.st.Turn}, err
+	return session.DestroyResponse{Turns: s.st.Turn}, err
 }
 
-func (s *session) requestDestroy(u User) {
+func (s *sessionRun) requestDestroy(u session.User) {
 	if s.destroyRequested {
 		return
 	}
@@ -157,7 +158,7 @@ func (s *session) requestDestroy(u User) {
 	}
 }
 
-func (s *session) validateChatRef(ctx workflow.Context, req ChatRefRequest) error {
+func (s *sessionRun) validateChatRef(ctx workflow.Context, req session.ChatRefRequest) error {
 	if req.Kind != "status" && req.Kind != "final" {
 		return fmt.Errorf("chat ref kind %q is unknown; use \"status\" or \"final\"", req.Kind)
 	}
@@ -172,17 +173,17 @@ func (s *session) validateChatRef(ctx workflow.Context, req ChatRefRequest) erro
 
 // onChatRef records a chat message reference. It does not bump Version:
 // the reference is bookkeeping for the bot, not something to re-render.
-func (s *session) onChatRef(ctx workflow.Context, req ChatRefRequest) (ChatRefResponse, error) {
+func (s *sessionRun) onChatRef(ctx workflow.Context, req session.ChatRefRequest) (session.ChatRefResponse, error) {
 	switch req.Kind {
 	case "status":
 		s.st.Last.StatusRef = req.Ref
 	case "final":
 		s.st.Last.FinalRef = req.Ref
 	}
-	return ChatRefResponse{}, nil
+	return session.ChatRefResponse{}, nil
 }
 
-func (s *session) validateSetBackend(ctx workflow.Context, req SetBackendRequest) error {
+func (s *sessionRun) validateSetBackend(ctx workflow.Context, req session.SetBackendRequest) error {
 	if err := s.validateAlive(ctx, nil); err != nil {
 		return err
 	}
@@ -198,12 +199,12 @@ func (s *session) validateSetBackend(ctx workflow.Context, req SetBackendRequest
 	return nil
 }
 
-func (s *session) onSetBackend(ctx workflow.Context, req SetBackendRequest) (SetBackendResponse, error) {
+func (s *sessionRun) onSetBackend(ctx workflow.Context, req session.SetBackendRequest) (session.SetBackendResponse, error) {
 	from := s.st.Backend
 	if req.Backend == from && s.st.PendingBackend == "" {
-		return SetBackendResponse{From: from, To: from}, nil
+		return session.SetBackendResponse{From: from, To: from}, nil
 	}
 	s.st.PendingBackend = req.Backend
 	s.touch()
-	return SetBackendResponse{From: from, To: req.Backend, Deferred: s.turnActive}, nil
+	return session.SetBackendResponse{From: from, To: req.Backend, Deferred: s.turnActive}, nil
 }

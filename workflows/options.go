@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/session"
 )
 
 // Activity method values. Activities are referenced by method value, never
@@ -18,21 +19,12 @@ var (
 	sandboxActs *sandbox.Activities
 )
 
-// BackendQueue is the task queue served by every worker that can create
-// sandboxes of the named backend, for sessions on the given session task
-// queue. Host-bound sandboxes then move to the holding worker's own queue
-// (Handle.TaskQueue, see HostQueue).
-func BackendQueue(taskQueue, backend string) string { return taskQueue + "-backend-" + backend }
-
-// HostQueue is the task queue of one worker host.
-func HostQueue(taskQueue, hostID string) string { return taskQueue + "-host-" + hostID }
-
 // hostWait bounds how long a sandbox activity may wait for the worker that
 // holds the sandbox. Past it the host counts as gone and the session
 // restores from its snapshot on another worker.
 const hostWait = 45 * time.Second
 
-func modelOptions(ctx workflow.Context, s Settings) workflow.Context {
+func modelOptions(ctx workflow.Context, s session.Settings) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           workflow.GetInfo(ctx).TaskQueueName,
 		StartToCloseTimeout: s.ModelTimeout,

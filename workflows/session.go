@@ -8,13 +8,13 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/session"
 )
 
-// session is one run of the session workflow: the durable State plus the
+// sessionRun is one run of the session workflow: the durable State plus the
 // transient control fields that only make sense inside this run.
-type session struct {
+type sessionRun struct {
 	st  State
 	log log.Logger
 	id  string
@@ -24,12 +24,12 @@ type session struct {
 	// Control (not carried through continue-as-new).
 	turnActive       bool
 	cancelTurn       workflow.CancelFunc
-	stopBy           *User
+	stopBy           *session.User
 	pauseRequested   bool
 	destroyRequested bool
-	destroyBy        User
+	destroyBy        session.User
 	cleanedUp        bool
-	decision         *DecisionRecord
+	decision         *session.DecisionRecord
 	execRan          bool
 	turnsThisRun     int
 	lastIndex        *indexed
@@ -42,28 +42,28 @@ type session struct {
 // Session is the session workflow. It registers its handlers before doing
 // anything else, then loops: wait for messages, run a turn, and continue as
 // new at a turn boundary when history grows large.
-func Session(ctx workflow.Context, in SessionInput) (SessionResult, error) {
+func Session(ctx workflow.Context, in Input) (session.SessionResult, error) {
 	s := newSession(ctx, in)
 	if err := s.register(ctx); err != nil {
-		return SessionResult{}, err
+		return session.SessionResult{}, err
 	}
 	return s.run(ctx)
 }
 
-func newSession(ctx workflow.Context, in SessionInput) *session {
+func newSession(ctx workflow.Context, in Input) *sessionRun {
 	info := workflow.GetInfo(ctx)
-	s := &session{log: workflow.GetLogger(ctx), id: info.WorkflowExecution.ID, queue: info.TaskQueueName}
+	s := &sessionRun{log: workflow.GetLogger(ctx), id: info.WorkflowExecution.ID, queue: info.TaskQueueName}
 	if in.State != nil {
 		s.st = *in.State
 		s.st.Runs++
-		s.st.Settings = s.st.Settings.withDefaults()
+		s.st.Settings = s.st.Settings.WithDefaults()
 		return s
 	}
 	s.st = State{
 		Location:     in.Location,
 		Owner:        in.Owner,
 		Title:        in.Title,
-		Settings:     in.Settings.withDefaults(),
+		Settings:     in.Settings.WithDefaults(),
 		Backend:      in.Backend,
 		Parent:       in.Parent,
 		ForkedAtTurn: in.ForkedAtTurn,
@@ -75,29 +75,29 @@ func newSession(ctx workflow.Context, in SessionInput) *session {
 	}
 	if in.Seed != nil {
 		for _, m := range in.Seed.Transcript {
-			s.st.appendTranscript(HistoryEntry{Turn: 0, At: s.st.CreatedAt, Msg: m})
+			s.st.appendTranscript(session.HistoryEntry{Turn: 0, At: s.st.CreatedAt, Msg: m})
 		}
 		s.st.Snapshot = in.Seed.Snapshot
 		s.st.Fingerprint = in.Seed.Fingerprint
 	}
-	s.st.Last = TurnState{Status: StatusIdle, Backend: s.st.Backend}
+	s.st.Last = session.TurnState{Status: session.StatusIdle, Backend: s.st.Backend}
 	return s
 }
 
 // touch marks a visible change.
-func (s *session) touch() {
+func (s *sessionRun) touch() {
 	s.st.Version++
 	s.st.Last.Version = s.st.Version
 }
 
-func (s *session) notice(format string, args ...any) {
+func (s *sessionRun) notice(format string, args ...any) {
 	s.st.Last.Notices = append(s.st.Last.Notices, fmt.Sprintf(format, args...))
 	s.touch()
 }
 
-func (s *session) turnState() TurnState {
+func (s *sessionRun) turnState() session.TurnState {
 	ts := s.st.Last
-	ts.ToolCalls = append([]ToolCallState(nil), ts.ToolCalls...)
+	ts.ToolCalls = append([]session.ToolCallState(nil), ts.ToolCalls...)
 	ts.Notices = append([]string(nil), ts.Notices...)
 	ts.Version = s.st.Version
 	ts.Backend = s.st.Backend
@@ -108,8 +108,8 @@ func (s *session) turnState() TurnState {
 	return ts
 }
 
-func (s *session) info(ctx workflow.Context) Info {
-	return Info{
+func (s *sessionRun) info(ctx workflow.Context) session.Info {
+	return session.Info{
 		WorkflowID:   s.id,
 		Location:     s.st.Location,
 		Owner:        s.st.Owner,
@@ -121,13 +121,13 @@ func (s *session) info(ctx workflow.Context) Info {
 		ForkedAtTurn: s.st.ForkedAtTurn,
 		CreatedAt:    s.st.CreatedAt,
 		Snapshot:     s.st.Snapshot,
-		Decisions:    append([]DecisionRecord(nil), s.st.Decisions...),
+		Decisions:    append([]session.DecisionRecord(nil), s.st.Decisions...),
 		Runs:         s.st.Runs,
 		Suspended:    s.st.Suspended,
 	}
 }
 
-func (s *session) run(ctx workflow.Context) (SessionResult, error) {
+func (s *sessionRun) run(ctx workflow.Context) (session.SessionResult, error) {
 	for {
 		s.index(ctx)
 		s.dropStaleSnapshots(ctx)
@@ -141,14 +141,14 @@ func (s *session) run(ctx workflow.Context) (SessionResult, error) {
 		if s.st.Settings.IdleSuspend > 0 && s.st.Handle != nil && !s.st.Suspended {
 			ok, err := workflow.AwaitWithTimeout(ctx, s.st.Settings.IdleSuspend, cond)
 			if err != nil {
-				return SessionResult{Turns: s.st.Turn}, err
+				return session.SessionResult{Turns: s.st.Turn}, err
 			}
 			if !ok {
 				s.suspend(ctx)
 				continue
 			}
 		} else if err := workflow.Await(ctx, cond); err != nil {
-			return SessionResult{Turns: s.st.Turn}, err
+			return session.SessionResult{Turns: s.st.Turn}, err
 		}
 		switch {
 		case s.destroyRequested:
@@ -169,7 +169,7 @@ func (s *session) run(ctx workflow.Context) (SessionResult, error) {
 }
 
 // shouldContinueAsNew is checked only between turns.
-func (s *session) shouldContinueAsNew(ctx workflow.Context) bool {
+func (s *sessionRun) shouldContinueAsNew(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
 	if info.GetContinueAsNewSuggested() {
 		return true
@@ -179,28 +179,29 @@ func (s *session) shouldContinueAsNew(ctx workflow.Context) bool {
 	return s.turnsThisRun > 0 && info.GetCurrentHistorySize() > s.st.Settings.HistoryLimitBytes
 }
 
-func (s *session) continueAsNew(ctx workflow.Context) (SessionResult, error) {
+func (s *sessionRun) continueAsNew(ctx workflow.Context) (session.SessionResult, error) {
 	// Let in-flight update handlers (chat refs, approvals) finish so no
 	// caller loses its answer.
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-		return SessionResult{Turns: s.st.Turn}, err
+		return session.SessionResult{Turns: s.st.Turn}, err
 	}
 	st := s.st
 	s.log.Info("continuing as new", "turn", st.Turn, "history_bytes", workflow.GetInfo(ctx).GetCurrentHistorySize())
-	return SessionResult{}, workflow.NewContinueAsNewError(ctx, Session, SessionInput{
-		Location: st.Location, Owner: st.Owner, Backend: st.Backend, Settings: st.Settings, State: &st,
+	return session.SessionResult{}, workflow.NewContinueAsNewError(ctx, Session, Input{
+		SessionInput: session.SessionInput{Location: st.Location, Owner: st.Owner, Backend: st.Backend, Settings: st.Settings},
+		State:        &st,
 	})
 }
 
 // dropStaleSnapshots deletes superseded snapshots between turns. A failure
 // is logged and retried at the next boundary; stale snapshots only cost
 // storage, and destroy removes the whole prefix anyway.
-func (s *session) dropStaleSnapshots(ctx workflow.Context) {
+func (s *sessionRun) dropStaleSnapshots(ctx workflow.Context) {
 	if len(s.st.Stale) == 0 || s.forksInFlight > 0 {
 		return
 	}
 	keys := s.st.Stale
-	err := workflow.ExecuteActivity(housekeepingOptions(ctx, BackendQueue(s.queue, s.st.Backend)), sandboxActs.DeleteSnapshots,
+	err := workflow.ExecuteActivity(housekeepingOptions(ctx, session.BackendQueue(s.queue, s.st.Backend)), sandboxActs.DeleteSnapshots,
 		sandbox.DeleteSnapshotsRequest{Keys: keys}).Get(ctx, nil)
 	if err != nil {
 		s.log.Warn("delete stale snapshots", "error", err)
@@ -211,7 +212,7 @@ func (s *session) dropStaleSnapshots(ctx workflow.Context) {
 
 // suspend saves and stops an idle sandbox; the next command resumes it
 // (or restores it from the snapshot if it was lost meanwhile).
-func (s *session) suspend(ctx workflow.Context) {
+func (s *sessionRun) suspend(ctx workflow.Context) {
 	if err := s.snapshot(ctx, false); err != nil {
 		s.log.Warn("snapshot before suspend failed; keeping the sandbox running", "error", err)
 		s.st.Suspended = true // do not retry every idle period; the next turn re-checks
@@ -230,7 +231,7 @@ func (s *session) suspend(ctx workflow.Context) {
 // applyBackend switches the backend at a turn boundary: the current
 // workspace is snapshotted, the old sandbox removed, and the next turn
 // creates a sandbox on the new backend from that snapshot.
-func (s *session) applyBackend(ctx workflow.Context) {
+func (s *sessionRun) applyBackend(ctx workflow.Context) {
 	to := s.st.PendingBackend
 	s.st.PendingBackend = ""
 	from := s.st.Backend
@@ -252,32 +253,32 @@ func (s *session) applyBackend(ctx workflow.Context) {
 	s.notice("Switched backend from %s to %s; the workspace moves with the session.", from, to)
 }
 
-func (s *session) destroy(ctx workflow.Context) (SessionResult, error) {
+func (s *sessionRun) destroy(ctx workflow.Context) (session.SessionResult, error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	s.destroySandbox(dctx, true)
 	s.cleanedUp = true
-	s.st.Last.Status = StatusComplete
+	s.st.Last.Status = session.StatusComplete
 	s.notice("Session destroyed by %s; its sandbox and snapshots were removed.", displayName(s.destroyBy))
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-		return SessionResult{Turns: s.st.Turn}, err
+		return session.SessionResult{Turns: s.st.Turn}, err
 	}
-	return SessionResult{Turns: s.st.Turn, Destroyed: true}, nil
+	return session.SessionResult{Turns: s.st.Turn, Destroyed: true}, nil
 }
 
 // destroySandbox removes the sandbox (and the snapshots when all is true).
 // Failures are logged: an unreachable host must not keep a session alive.
-func (s *session) destroySandbox(ctx workflow.Context, all bool) {
+func (s *sessionRun) destroySandbox(ctx workflow.Context, all bool) {
 	req := sandbox.DestroyRequest{SessionID: s.id, Handle: s.st.Handle, DeleteSnapshots: all}
-	queue := BackendQueue(s.queue, s.st.Backend)
+	queue := session.BackendQueue(s.queue, s.st.Backend)
 	if s.st.Handle != nil && s.st.Handle.TaskQueue != "" {
 		queue = s.st.Handle.TaskQueue
 	}
 	err := workflow.ExecuteActivity(housekeepingOptions(ctx, queue), sandboxActs.Destroy, req).Get(ctx, nil)
-	if err != nil && queue != BackendQueue(s.queue, s.st.Backend) {
+	if err != nil && queue != session.BackendQueue(s.queue, s.st.Backend) {
 		// The holding host is gone; its sandbox went with it. Snapshots
 		// are shared, so any worker of the backend can delete them.
 		req.Handle = nil
-		err = workflow.ExecuteActivity(housekeepingOptions(ctx, BackendQueue(s.queue, s.st.Backend)), sandboxActs.Destroy, req).Get(ctx, nil)
+		err = workflow.ExecuteActivity(housekeepingOptions(ctx, session.BackendQueue(s.queue, s.st.Backend)), sandboxActs.Destroy, req).Get(ctx, nil)
 	}
 	if err != nil {
 		s.log.Warn("destroy sandbox failed", "error", err)
@@ -289,7 +290,7 @@ func (s *session) destroySandbox(ctx workflow.Context, all bool) {
 	}
 }
 
-func displayName(u User) string {
+func displayName(u session.User) string {
 	if u.Name != "" {
 		return u.Name
 	}
@@ -317,8 +318,8 @@ func userError(err error) string {
 }
 
 // modelMessages returns the transcript in model form.
-func (s *session) modelMessages() []agent.Message {
-	out := make([]agent.Message, 0, len(s.st.Transcript))
+func (s *sessionRun) modelMessages() []session.Message {
+	out := make([]session.Message, 0, len(s.st.Transcript))
 	for _, e := range s.st.Transcript {
 		out = append(out, e.Msg)
 	}

@@ -17,12 +17,13 @@ import (
 
 	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/session"
 )
 
 var (
-	owner    = User{ID: "U1", Name: "alice"}
-	intruder = User{ID: "U9", Name: "mallory"}
-	loc      = Location{Platform: "console", Channel: "local", Thread: "t1"}
+	owner    = session.User{ID: "U1", Name: "alice"}
+	intruder = session.User{ID: "U9", Name: "mallory"}
+	loc      = session.Location{Platform: "console", Channel: "local", Thread: "t1"}
 )
 
 // script is a recording fake of the model activity: it answers each call
@@ -57,8 +58,8 @@ func (s *script) requests() []agent.ModelRequest {
 }
 
 func shellCall(id string, cmds ...string) agent.ModelResponse {
-	b, _ := json.Marshal(agent.ShellArgs{Commands: cmds})
-	return agent.ModelResponse{ToolCalls: []agent.ToolCall{{ID: id, Name: agent.ShellToolName, Arguments: string(b)}}}
+	b, _ := json.Marshal(session.ShellArgs{Commands: cmds})
+	return agent.ModelResponse{ToolCalls: []session.ToolCall{{ID: id, Name: session.ShellToolName, Arguments: string(b)}}}
 }
 
 func final(text string) agent.ModelResponse { return agent.ModelResponse{Content: text} }
@@ -107,7 +108,7 @@ func newHarness(t *testing.T, steps ...agent.ModelResponse) *harness {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	h := &harness{t: t, env: env, model: &script{steps: steps}, box: &box{}}
-	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: WorkflowName})
+	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: session.WorkflowName})
 	env.RegisterActivity(modelActs.Complete)
 	env.RegisterActivity(sandboxActs.Ensure)
 	env.RegisterActivity(sandboxActs.Exec)
@@ -141,8 +142,8 @@ func newHarness(t *testing.T, steps ...agent.ModelResponse) *harness {
 	return h
 }
 
-func (h *harness) input(mode ApprovalMode) SessionInput {
-	return SessionInput{Location: loc, Owner: owner, Backend: "local", Settings: Settings{ApprovalMode: mode, ApprovalTimeout: 10 * time.Minute}}
+func (h *harness) input(mode session.ApprovalMode) session.SessionInput {
+	return session.SessionInput{Location: loc, Owner: owner, Backend: "local", Settings: session.Settings{ApprovalMode: mode, ApprovalTimeout: 10 * time.Minute}}
 }
 
 // update sends an update and records a rejection's message.
@@ -166,16 +167,16 @@ func (h *harness) update(name string, arg any, done func(any, error)) {
 }
 
 func (h *harness) send(eventID, text string) {
-	h.update(UpdateSendMessage, MessageRequest{EventID: eventID, User: owner, Text: text}, nil)
+	h.update(session.UpdateSendMessage, session.MessageRequest{EventID: eventID, User: owner, Text: text}, nil)
 }
 
-func (h *harness) state() TurnState {
+func (h *harness) state() session.TurnState {
 	h.t.Helper()
-	v, err := h.env.QueryWorkflow(QueryTurnState)
+	v, err := h.env.QueryWorkflow(session.QueryTurnState)
 	if err != nil {
 		h.t.Fatalf("query turn_state: %v", err)
 	}
-	var ts TurnState
+	var ts session.TurnState
 	if err := v.Get(&ts); err != nil {
 		h.t.Fatal(err)
 	}
@@ -185,12 +186,12 @@ func (h *harness) state() TurnState {
 func (h *harness) at(d time.Duration, f func()) { h.env.RegisterDelayedCallback(f, d) }
 
 func (h *harness) destroyAt(d time.Duration) {
-	h.at(d, func() { h.env.SignalWorkflow(SignalDestroy, DestroyRequest{User: owner}) })
+	h.at(d, func() { h.env.SignalWorkflow(session.SignalDestroy, session.DestroyRequest{User: owner}) })
 }
 
-func (h *harness) run(in SessionInput) {
+func (h *harness) run(in session.SessionInput) {
 	h.t.Helper()
-	h.env.ExecuteWorkflow(WorkflowName, in)
+	h.env.ExecuteWorkflow(session.WorkflowName, in)
 	if !h.env.IsWorkflowCompleted() {
 		h.t.Fatal("workflow did not complete")
 	}
@@ -202,33 +203,33 @@ func (h *harness) run(in SessionInput) {
 func TestTurnWithApproval(t *testing.T) {
 	h := newHarness(t, shellCall("c1", "ls"), shellCall("c2", "rm -rf build"), final("All done."))
 	h.at(0, func() { h.send("e1", "clean the build") })
-	var seen TurnState
+	var seen session.TurnState
 	h.at(time.Second, func() {
 		seen = h.state()
 		// An outsider cannot approve; nothing changes.
-		h.update(UpdateApprove, ApproveRequest{CallID: "c2", Decision: DecisionApprove, User: intruder}, nil)
-		h.update(UpdateApprove, ApproveRequest{CallID: "nope", Decision: DecisionApprove, User: owner}, nil)
-		h.update(UpdateApprove, ApproveRequest{CallID: "c2", Decision: DecisionApprove, User: owner}, nil)
+		h.update(session.UpdateApprove, session.ApproveRequest{CallID: "c2", Decision: session.DecisionApprove, User: intruder}, nil)
+		h.update(session.UpdateApprove, session.ApproveRequest{CallID: "nope", Decision: session.DecisionApprove, User: owner}, nil)
+		h.update(session.UpdateApprove, session.ApproveRequest{CallID: "c2", Decision: session.DecisionApprove, User: owner}, nil)
 	})
-	var end TurnState
+	var end session.TurnState
 	h.at(time.Minute, func() { end = h.state() })
 	h.destroyAt(2 * time.Minute)
-	h.run(h.input(ApproveUnlessReadOnly))
+	h.run(h.input(session.ApproveUnlessReadOnly))
 
-	if seen.Status != StatusAwaitingApproval || seen.Pending == nil || seen.Pending.CallID != "c2" || seen.Pending.Command != "rm -rf build" {
+	if seen.Status != session.StatusAwaitingApproval || seen.Pending == nil || seen.Pending.CallID != "c2" || seen.Pending.Command != "rm -rf build" {
 		t.Fatalf("mid-turn state should await approval of c2, got %+v", seen)
 	}
-	if len(seen.ToolCalls) != 2 || seen.ToolCalls[0].Status != CallCompleted || seen.ToolCalls[1].Status != CallAwaitingApproval {
+	if len(seen.ToolCalls) != 2 || seen.ToolCalls[0].Status != session.CallCompleted || seen.ToolCalls[1].Status != session.CallAwaitingApproval {
 		t.Fatalf("tool calls mid-turn: %+v", seen.ToolCalls)
 	}
 	if len(h.rejects) != 2 || !strings.Contains(h.rejects[0], "may not approve") || !strings.Contains(h.rejects[1], "unknown or stale") {
 		t.Fatalf("validator rejections: %q", h.rejects)
 	}
-	if end.Status != StatusComplete || end.FinalText != "All done." || end.Turn != 1 {
+	if end.Status != session.StatusComplete || end.FinalText != "All done." || end.Turn != 1 {
 		t.Fatalf("final state: %+v", end)
 	}
 	d := end.ToolCalls[1].Decision
-	if d == nil || d.Decision != DecisionApprove || d.User.ID != owner.ID || d.Command != "rm -rf build" {
+	if d == nil || d.Decision != session.DecisionApprove || d.User.ID != owner.ID || d.Command != "rm -rf build" {
 		t.Fatalf("decision not recorded: %+v", d)
 	}
 	if ran := h.box.ran(); len(ran) != 2 || ran[1][0] != "rm -rf build" {
@@ -243,23 +244,23 @@ func TestRejectWithReasonTellsTheModel(t *testing.T) {
 	h := newHarness(t, shellCall("c1", "git push --force"), final("Understood."))
 	h.at(0, func() { h.send("e1", "ship it") })
 	h.at(time.Second, func() {
-		h.update(UpdateApprove, ApproveRequest{CallID: "c1", Decision: DecisionReject, Reason: "never force-push", User: owner}, nil)
+		h.update(session.UpdateApprove, session.ApproveRequest{CallID: "c1", Decision: session.DecisionReject, Reason: "never force-push", User: owner}, nil)
 	})
-	var end TurnState
+	var end session.TurnState
 	h.at(time.Minute, func() { end = h.state() })
 	h.destroyAt(2 * time.Minute)
-	h.run(h.input(ApproveUnlessReadOnly))
+	h.run(h.input(session.ApproveUnlessReadOnly))
 
 	if len(h.box.ran()) != 0 {
 		t.Fatalf("a rejected command ran: %v", h.box.ran())
 	}
-	if end.ToolCalls[0].Status != CallRejected {
+	if end.ToolCalls[0].Status != session.CallRejected {
 		t.Fatalf("call status %s, want rejected", end.ToolCalls[0].Status)
 	}
 	reqs := h.model.requests()
 	last := reqs[len(reqs)-1].Messages
 	tool := last[len(last)-1]
-	if tool.Role != agent.RoleTool || !strings.Contains(tool.Content, "rejected") || !strings.Contains(tool.Content, "never force-push") {
+	if tool.Role != session.RoleTool || !strings.Contains(tool.Content, "rejected") || !strings.Contains(tool.Content, "never force-push") {
 		t.Fatalf("model was not told the reason: %+v", tool)
 	}
 }
@@ -267,20 +268,20 @@ func TestRejectWithReasonTellsTheModel(t *testing.T) {
 func TestApprovalExpires(t *testing.T) {
 	h := newHarness(t, shellCall("c1", "make deploy"), final("Ok, not deploying."))
 	h.at(0, func() { h.send("e1", "deploy") })
-	var end TurnState
+	var end session.TurnState
 	var lateErr error
 	h.at(11*time.Minute, func() {
 		end = h.state()
-		h.update(UpdateApprove, ApproveRequest{CallID: "c1", Decision: DecisionApprove, User: owner}, func(_ any, err error) { lateErr = err })
+		h.update(session.UpdateApprove, session.ApproveRequest{CallID: "c1", Decision: session.DecisionApprove, User: owner}, func(_ any, err error) { lateErr = err })
 	})
 	h.destroyAt(12 * time.Minute)
-	h.run(h.input(ApproveAlways))
+	h.run(h.input(session.ApproveAlways))
 
 	if len(h.box.ran()) != 0 {
 		t.Fatal("an expired approval must not run the command")
 	}
 	c := end.ToolCalls[0]
-	if c.Status != CallRejected || c.Decision == nil || !c.Decision.Expired {
+	if c.Status != session.CallRejected || c.Decision == nil || !c.Decision.Expired {
 		t.Fatalf("expiry not visible in turn_state: %+v", c)
 	}
 	if !strings.Contains(strings.Join(end.Notices, "\n"), "expired") {
@@ -293,17 +294,17 @@ func TestApprovalExpires(t *testing.T) {
 
 func TestDuplicateEventStartsOneTurn(t *testing.T) {
 	h := newHarness(t, final("hi"), final("again"))
-	var first, second MessageResponse
+	var first, second session.MessageResponse
 	h.at(0, func() {
-		h.update(UpdateSendMessage, MessageRequest{EventID: "ev-1", User: owner, Text: "hello"}, func(v any, _ error) { first = v.(MessageResponse) })
+		h.update(session.UpdateSendMessage, session.MessageRequest{EventID: "ev-1", User: owner, Text: "hello"}, func(v any, _ error) { first = v.(session.MessageResponse) })
 	})
 	h.at(time.Second, func() {
-		h.update(UpdateSendMessage, MessageRequest{EventID: "ev-1", User: owner, Text: "hello"}, func(v any, _ error) { second = v.(MessageResponse) })
+		h.update(session.UpdateSendMessage, session.MessageRequest{EventID: "ev-1", User: owner, Text: "hello"}, func(v any, _ error) { second = v.(session.MessageResponse) })
 	})
-	var end TurnState
+	var end session.TurnState
 	h.at(time.Minute, func() { end = h.state() })
 	h.destroyAt(2 * time.Minute)
-	h.run(h.input(ApproveNever))
+	h.run(h.input(session.ApproveNever))
 
 	if first.Turn != 1 || first.Duplicate || !second.Duplicate || second.Turn != 1 {
 		t.Fatalf("responses: %+v %+v", first, second)
@@ -320,12 +321,12 @@ func TestMessagesDuringATurnAreBatched(t *testing.T) {
 		// The turn waits for approval; two more messages arrive.
 		h.send("e2", "also lint")
 		h.send("e3", "and format")
-		h.update(UpdateApprove, ApproveRequest{CallID: "c1", Decision: DecisionApprove, User: owner}, nil)
+		h.update(session.UpdateApprove, session.ApproveRequest{CallID: "c1", Decision: session.DecisionApprove, User: owner}, nil)
 	})
-	var end TurnState
+	var end session.TurnState
 	h.at(time.Minute, func() { end = h.state() })
 	h.destroyAt(2 * time.Minute)
-	h.run(h.input(ApproveUnlessReadOnly))
+	h.run(h.input(session.ApproveUnlessReadOnly))
 
 	if end.Turn != 2 || end.FinalText != "second" {
 		t.Fatalf("want the two queued messages answered by turn 2, got turn %d %q", end.Turn, end.FinalText)
@@ -334,7 +335,7 @@ func TestMessagesDuringATurnAreBatched(t *testing.T) {
 	msgs := reqs[len(reqs)-1].Messages
 	var users []string
 	for _, m := range msgs {
-		if m.Role == agent.RoleUser {
+		if m.Role == session.RoleUser {
 			users = append(users, m.Content)
 		}
 	}
@@ -347,11 +348,11 @@ func TestBadInputIsRejectedWithReasons(t *testing.T) {
 	h := newHarness(t)
 	h.at(0, func() {
 		h.send("e1", "   ")
-		h.send("e2", strings.Repeat("x", MaxMessageBytes+1))
-		h.update(UpdateApprove, ApproveRequest{CallID: "c1", Decision: "maybe", User: owner}, nil)
+		h.send("e2", strings.Repeat("x", session.MaxMessageBytes+1))
+		h.update(session.UpdateApprove, session.ApproveRequest{CallID: "c1", Decision: "maybe", User: owner}, nil)
 	})
 	h.destroyAt(time.Minute)
-	h.run(h.input(ApproveNever))
+	h.run(h.input(session.ApproveNever))
 	want := []string{"message is empty", "the limit is 65536 bytes", `decision "maybe" is unknown`}
 	if len(h.rejects) != len(want) {
 		t.Fatalf("rejections %q", h.rejects)
@@ -367,17 +368,17 @@ func TestBadInputIsRejectedWithReasons(t *testing.T) {
 }
 
 func TestInvalidArgumentsAndUnknownToolDoNotEndTheTurn(t *testing.T) {
-	bad := agent.ModelResponse{ToolCalls: []agent.ToolCall{
-		{ID: "c1", Name: agent.ShellToolName, Arguments: "{not json"},
+	bad := agent.ModelResponse{ToolCalls: []session.ToolCall{
+		{ID: "c1", Name: session.ShellToolName, Arguments: "{not json"},
 		{ID: "c2", Name: "browser", Arguments: "{}"},
 	}}
 	h := newHarness(t, bad, final("recovered"))
 	h.at(0, func() { h.send("e1", "go") })
-	var end TurnState
+	var end session.TurnState
 	h.at(time.Minute, func() { end = h.state() })
 	h.destroyAt(2 * time.Minute)
-	h.run(h.input(ApproveNever))
-	if end.Status != StatusComplete || end.FinalText != "recovered" {
+	h.run(h.input(session.ApproveNever))
+	if end.Status != session.StatusComplete || end.FinalText != "recovered" {
 		t.Fatalf("turn should go on: %+v", end)
 	}
 	msgs := h.model.requests()[1].Messages
@@ -391,25 +392,25 @@ func TestStopWhileAwaitingApproval(t *testing.T) {
 	h := newHarness(t, shellCall("c1", "rm -rf /tmp/x"), final("next turn"))
 	h.at(0, func() { h.send("e1", "go") })
 	h.at(30*time.Second, func() { h.send("e2", "what now?") })
-	var stop StopResponse
+	var stop session.StopResponse
 	h.at(time.Second, func() {
-		h.update(UpdateStop, StopRequest{User: owner}, func(v any, err error) {
+		h.update(session.UpdateStop, session.StopRequest{User: owner}, func(v any, err error) {
 			if err == nil {
-				stop = v.(StopResponse)
+				stop = v.(session.StopResponse)
 			}
 		})
 	})
-	var end TurnState
+	var end session.TurnState
 	h.at(10*time.Second, func() { end = h.state() })
 	h.destroyAt(2 * time.Minute)
-	h.run(h.input(ApproveAlways))
-	if !stop.Stopped || !end.Stopped || end.Status != StatusComplete {
+	h.run(h.input(session.ApproveAlways))
+	if !stop.Stopped || !end.Stopped || end.Status != session.StatusComplete {
 		t.Fatalf("stop: %+v state %+v", stop, end)
 	}
 	if len(h.box.ran()) != 0 {
 		t.Fatal("stopped command ran")
 	}
-	if c := end.ToolCalls[0]; c.Status != CallFailed {
+	if c := end.ToolCalls[0]; c.Status != session.CallFailed {
 		t.Fatalf("a call stopped while awaiting approval must not stay %s", c.Status)
 	}
 	// The next turn's request must answer every tool call exactly once, or
@@ -417,7 +418,7 @@ func TestStopWhileAwaitingApproval(t *testing.T) {
 	reqs := h.model.requests()
 	results := 0
 	for _, m := range reqs[len(reqs)-1].Messages {
-		if m.Role == agent.RoleTool && m.ToolCallID == "c1" {
+		if m.Role == session.RoleTool && m.ToolCallID == "c1" {
 			results++
 		}
 	}
@@ -433,10 +434,10 @@ func TestToolCallCap(t *testing.T) {
 	}
 	steps = append(steps, final("summary"))
 	h := newHarness(t, steps...)
-	in := h.input(ApproveNever)
+	in := h.input(session.ApproveNever)
 	in.Settings.MaxToolCalls = 2
 	h.at(0, func() { h.send("e1", "loop") })
-	var end TurnState
+	var end session.TurnState
 	h.at(time.Minute, func() { end = h.state() })
 	h.destroyAt(2 * time.Minute)
 	h.run(in)
@@ -456,11 +457,11 @@ func TestDestroyRemovesSandboxAndSnapshots(t *testing.T) {
 	h := newHarness(t, shellCall("c1", "touch f"), final("ok"))
 	h.at(0, func() { h.send("e1", "go") })
 	h.at(time.Minute, func() {
-		h.update(UpdateDestroy, DestroyRequest{User: intruder}, nil)
-		h.update(UpdateDestroy, DestroyRequest{User: owner}, nil)
+		h.update(session.UpdateDestroy, session.DestroyRequest{User: intruder}, nil)
+		h.update(session.UpdateDestroy, session.DestroyRequest{User: owner}, nil)
 	})
-	h.run(h.input(ApproveNever))
-	var res SessionResult
+	h.run(h.input(session.ApproveNever))
+	var res session.SessionResult
 	if err := h.env.GetWorkflowResult(&res); err != nil || !res.Destroyed {
 		t.Fatalf("result %+v %v", res, err)
 	}
@@ -474,17 +475,17 @@ func TestDestroyRemovesSandboxAndSnapshots(t *testing.T) {
 
 func TestContinueAsNewCarriesState(t *testing.T) {
 	h := newHarness(t, final("one"))
-	in := h.input(ApproveNever)
+	in := h.input(session.ApproveNever)
 	in.Settings.HistoryLimitBytes = 1 << 20
 	h.env.SetCurrentHistorySize(2 << 20)
 	h.at(0, func() { h.send("e1", "hello") })
-	h.env.ExecuteWorkflow(WorkflowName, in)
+	h.env.ExecuteWorkflow(session.WorkflowName, in)
 	err := h.env.GetWorkflowError()
 	var can *workflow.ContinueAsNewError
 	if !errors.As(err, &can) {
 		t.Fatalf("want continue-as-new, got %v", err)
 	}
-	var next SessionInput
+	var next Input
 	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
 		t.Fatal(err)
 	}
@@ -498,9 +499,9 @@ func TestSupersededSnapshotsAreDeleted(t *testing.T) {
 	h := newHarness(t, shellCall("c1", "touch a"), final("one"), shellCall("c2", "touch b"), final("two"))
 	h.at(0, func() { h.send("e1", "first") })
 	h.at(time.Minute, func() { h.send("e2", "second") })
-	var info Info
+	var info session.Info
 	h.at(2*time.Minute, func() {
-		v, err := h.env.QueryWorkflow(QueryInfo)
+		v, err := h.env.QueryWorkflow(session.QueryInfo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -509,7 +510,7 @@ func TestSupersededSnapshotsAreDeleted(t *testing.T) {
 		}
 	})
 	h.destroyAt(3 * time.Minute)
-	h.run(h.input(ApproveNever))
+	h.run(h.input(session.ApproveNever))
 	first, second := sandbox.SnapshotKey(info.WorkflowID, 1), sandbox.SnapshotKey(info.WorkflowID, 2)
 	if info.Snapshot != second {
 		t.Fatalf("current snapshot %q, want %q", info.Snapshot, second)
@@ -523,11 +524,11 @@ func TestModelFailureFailsTheTurnNotStopsIt(t *testing.T) {
 	h := newHarness(t)
 	h.model.fail = temporal.NewNonRetryableApplicationError("model endpoint rejected the API key (401)", agent.ErrTypeModelAuth, nil)
 	h.at(0, func() { h.send("e1", "hello") })
-	var end TurnState
+	var end session.TurnState
 	h.at(time.Minute, func() { end = h.state() })
 	h.destroyAt(2 * time.Minute)
-	h.run(h.input(ApproveNever))
-	if end.Status != StatusFailed || end.Stopped || !strings.Contains(end.Error, "401") {
+	h.run(h.input(session.ApproveNever))
+	if end.Status != session.StatusFailed || end.Stopped || !strings.Contains(end.Error, "401") {
 		t.Fatalf("a failed model call must fail the turn with its reason: %+v", end)
 	}
 }

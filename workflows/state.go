@@ -3,8 +3,8 @@ package workflows
 import (
 	"time"
 
-	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/session"
 )
 
 // State is everything a session carries through continue-as-new. It must
@@ -12,14 +12,14 @@ import (
 // Settings.TranscriptLimitBytes and every tool result in it by
 // agent.MaxToolResultBytes.
 type State struct {
-	Location     Location  `json:"location"`
-	Owner        User      `json:"owner"`
-	Title        string    `json:"title,omitempty"`
-	Settings     Settings  `json:"settings"`
-	Backend      string    `json:"backend"`
-	Parent       string    `json:"parent,omitempty"`
-	ForkedAtTurn int       `json:"forked_at_turn,omitempty"`
-	CreatedAt    time.Time `json:"created_at"`
+	Location     session.Location `json:"location"`
+	Owner        session.User     `json:"owner"`
+	Title        string           `json:"title,omitempty"`
+	Settings     session.Settings `json:"settings"`
+	Backend      string           `json:"backend"`
+	Parent       string           `json:"parent,omitempty"`
+	ForkedAtTurn int              `json:"forked_at_turn,omitempty"`
+	CreatedAt    time.Time        `json:"created_at"`
 
 	// Turn is the number of the last turn started.
 	Turn int `json:"turn"`
@@ -28,7 +28,7 @@ type State struct {
 	// Runs counts workflow runs (continue-as-new generations).
 	Runs int `json:"runs"`
 
-	Transcript []HistoryEntry `json:"transcript,omitempty"`
+	Transcript []session.HistoryEntry `json:"transcript,omitempty"`
 	// Queue holds messages waiting for the next turn.
 	Queue []QueuedMessage `json:"queue,omitempty"`
 	// Seen remembers recent event IDs and the turn that took them.
@@ -36,7 +36,7 @@ type State struct {
 	// AlwaysApproved holds commands approved for the rest of the session.
 	AlwaysApproved []string `json:"always_approved,omitempty"`
 	// Decisions is the recent approval log (capped).
-	Decisions []DecisionRecord `json:"decisions,omitempty"`
+	Decisions []session.DecisionRecord `json:"decisions,omitempty"`
 
 	Handle      *sandbox.Handle `json:"handle,omitempty"`
 	Snapshot    string          `json:"snapshot,omitempty"`
@@ -51,15 +51,15 @@ type State struct {
 	Suspended bool `json:"suspended,omitempty"`
 
 	// Last is the current (or last) turn as the bot sees it.
-	Last TurnState `json:"last"`
+	Last session.TurnState `json:"last"`
 }
 
 // QueuedMessage is a message waiting for a turn.
 type QueuedMessage struct {
-	EventID string    `json:"event_id"`
-	User    User      `json:"user"`
-	Text    string    `json:"text"`
-	At      time.Time `json:"at"`
+	EventID string       `json:"event_id"`
+	User    session.User `json:"user"`
+	Text    string       `json:"text"`
+	At      time.Time    `json:"at"`
 }
 
 // SeenEvent maps a processed event ID to its turn.
@@ -73,61 +73,6 @@ const (
 	maxSeen      = 512
 	maxDecisions = 200
 )
-
-// Defaults for zero Settings fields.
-const (
-	DefaultApprovalTimeout      = 30 * time.Minute
-	DefaultMaxToolCalls         = 50
-	DefaultCommandTimeout       = 2 * time.Minute
-	DefaultMaxCommandTimeout    = 30 * time.Minute
-	DefaultHistoryLimitBytes    = 20 << 20
-	DefaultTranscriptLimitBytes = 1 << 20
-	DefaultContextBytes         = 256 << 10
-	DefaultExecHeartbeat        = 30 * time.Second
-	DefaultModelTimeout         = 5 * time.Minute
-	DefaultModelAttempts        = 6
-)
-
-// withDefaults fills zero settings with documented defaults.
-func (s Settings) withDefaults() Settings {
-	if s.ApprovalMode == "" {
-		s.ApprovalMode = ApproveUnlessReadOnly
-	}
-	if s.ApprovalTimeout <= 0 {
-		s.ApprovalTimeout = DefaultApprovalTimeout
-	}
-	if s.MaxToolCalls <= 0 {
-		s.MaxToolCalls = DefaultMaxToolCalls
-	}
-	if s.CommandTimeout <= 0 {
-		s.CommandTimeout = DefaultCommandTimeout
-	}
-	if s.MaxCommandTimeout <= 0 {
-		s.MaxCommandTimeout = DefaultMaxCommandTimeout
-	}
-	if s.CommandTimeout > s.MaxCommandTimeout {
-		s.CommandTimeout = s.MaxCommandTimeout
-	}
-	if s.HistoryLimitBytes <= 0 {
-		s.HistoryLimitBytes = DefaultHistoryLimitBytes
-	}
-	if s.TranscriptLimitBytes <= 0 {
-		s.TranscriptLimitBytes = DefaultTranscriptLimitBytes
-	}
-	if s.ContextBytes <= 0 {
-		s.ContextBytes = DefaultContextBytes
-	}
-	if s.ExecHeartbeat <= 0 {
-		s.ExecHeartbeat = DefaultExecHeartbeat
-	}
-	if s.ModelTimeout <= 0 {
-		s.ModelTimeout = DefaultModelTimeout
-	}
-	if s.ModelAttempts <= 0 {
-		s.ModelAttempts = DefaultModelAttempts
-	}
-	return s
-}
 
 func (st *State) seenTurn(eventID string) (int, bool) {
 	if eventID == "" {
@@ -156,16 +101,16 @@ func (st *State) remember(eventID string, turn int) {
 	}
 }
 
-func (st *State) recordDecision(d DecisionRecord) {
+func (st *State) recordDecision(d session.DecisionRecord) {
 	st.Decisions = append(st.Decisions, d)
 	if len(st.Decisions) > maxDecisions {
-		st.Decisions = append([]DecisionRecord(nil), st.Decisions[len(st.Decisions)-maxDecisions:]...)
+		st.Decisions = append([]session.DecisionRecord(nil), st.Decisions[len(st.Decisions)-maxDecisions:]...)
 	}
 }
 
 // appendTranscript adds an entry and trims the oldest entries past the
 // transcript limit, never leaving a tool result without its call.
-func (st *State) appendTranscript(e HistoryEntry) {
+func (st *State) appendTranscript(e session.HistoryEntry) {
 	st.Transcript = append(st.Transcript, e)
 	limit := st.Settings.TranscriptLimitBytes
 	total := 0
@@ -178,15 +123,15 @@ func (st *State) appendTranscript(e HistoryEntry) {
 		drop++
 	}
 	// Do not start on an orphaned tool result.
-	for drop < len(st.Transcript)-1 && st.Transcript[drop].Msg.Role == agent.RoleTool {
+	for drop < len(st.Transcript)-1 && st.Transcript[drop].Msg.Role == session.RoleTool {
 		drop++
 	}
 	if drop > 0 {
-		st.Transcript = append([]HistoryEntry(nil), st.Transcript[drop:]...)
+		st.Transcript = append([]session.HistoryEntry(nil), st.Transcript[drop:]...)
 	}
 }
 
-func entrySize(e HistoryEntry) int {
+func entrySize(e session.HistoryEntry) int {
 	n := len(e.Msg.Content) + len(e.Msg.User) + 32
 	for _, c := range e.Msg.ToolCalls {
 		n += len(c.Arguments) + len(c.ID) + len(c.Name)
@@ -222,7 +167,7 @@ func (st *State) addAlwaysApproved(commands []string) {
 }
 
 // mayApprove reports whether u may decide approvals in this session.
-func (st *State) mayApprove(u User) bool {
+func (st *State) mayApprove(u session.User) bool {
 	if u.ID == "" {
 		return false
 	}

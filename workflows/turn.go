@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/session"
 )
 
 // errStopped marks a turn ended by /stop or destroy.
@@ -19,12 +20,12 @@ var errStopped = errors.New("turn stopped")
 
 // runTurn takes every queued message as one turn and runs the agent loop
 // until the model answers, the turn fails, or a user stops it.
-func (s *session) runTurn(ctx workflow.Context) {
+func (s *sessionRun) runTurn(ctx workflow.Context) {
 	batch := s.st.Queue
 	s.st.Queue = nil
 	s.st.Turn++
 	now := workflow.Now(ctx)
-	s.st.Last = TurnState{Turn: s.st.Turn, Status: StatusThinking, Backend: s.st.Backend, StartedAt: now}
+	s.st.Last = session.TurnState{Turn: s.st.Turn, Status: session.StatusThinking, Backend: s.st.Backend, StartedAt: now}
 	multi := len(batch) > 1
 	for _, m := range batch {
 		s.st.remember(m.EventID, s.st.Turn)
@@ -32,7 +33,7 @@ func (s *session) runTurn(ctx workflow.Context) {
 		if multi || (m.User.ID != "" && m.User.ID != s.st.Owner.ID) {
 			content = displayName(m.User) + ": " + m.Text
 		}
-		s.st.appendTranscript(HistoryEntry{Turn: s.st.Turn, At: m.At, Msg: agent.Message{Role: agent.RoleUser, Content: content, User: displayName(m.User)}})
+		s.st.appendTranscript(session.HistoryEntry{Turn: s.st.Turn, At: m.At, Msg: session.Message{Role: session.RoleUser, Content: content, User: displayName(m.User)}})
 	}
 	if multi {
 		s.st.Last.Notices = append(s.st.Last.Notices, fmt.Sprintf("%d messages were taken together in this turn.", len(batch)))
@@ -66,21 +67,21 @@ func (s *session) runTurn(ctx workflow.Context) {
 	s.st.Last.EndedAt = workflow.Now(ctx)
 	switch {
 	case err == nil:
-		s.st.Last.Status = StatusComplete
+		s.st.Last.Status = session.StatusComplete
 		s.st.Last.FinalText = final
 	case stopped:
 		by := "someone"
 		if s.stopBy != nil {
 			by = displayName(*s.stopBy)
 		}
-		s.st.Last.Status = StatusComplete
+		s.st.Last.Status = session.StatusComplete
 		s.st.Last.Stopped = true
 		s.st.Last.FinalText = fmt.Sprintf("Stopped by %s.", by)
-		s.st.appendTranscript(HistoryEntry{Turn: s.st.Turn, At: s.st.Last.EndedAt, Msg: agent.Message{
-			Role: agent.RoleUser, Content: fmt.Sprintf("[%s interrupted this turn before it finished. Commands that had not run were not run.]", by),
+		s.st.appendTranscript(session.HistoryEntry{Turn: s.st.Turn, At: s.st.Last.EndedAt, Msg: session.Message{
+			Role: session.RoleUser, Content: fmt.Sprintf("[%s interrupted this turn before it finished. Commands that had not run were not run.]", by),
 		}})
 	default:
-		s.st.Last.Status = StatusFailed
+		s.st.Last.Status = session.StatusFailed
 		s.st.Last.Error = userError(err)
 		s.log.Warn("turn failed", "turn", s.st.Turn, "error", err)
 	}
@@ -88,7 +89,7 @@ func (s *session) runTurn(ctx workflow.Context) {
 }
 
 // agentLoop is model → tools → model until the model answers.
-func (s *session) agentLoop(ctx workflow.Context) (string, error) {
+func (s *sessionRun) agentLoop(ctx workflow.Context) (string, error) {
 	calls := 0
 	limitHit := false
 	for {
@@ -103,8 +104,8 @@ func (s *session) agentLoop(ctx workflow.Context) (string, error) {
 		if limitHit {
 			resp.ToolCalls = nil
 		}
-		s.st.appendTranscript(HistoryEntry{Turn: s.st.Turn, At: workflow.Now(ctx), Msg: agent.Message{
-			Role: agent.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls,
+		s.st.appendTranscript(session.HistoryEntry{Turn: s.st.Turn, At: workflow.Now(ctx), Msg: session.Message{
+			Role: session.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls,
 		}})
 		if len(resp.ToolCalls) == 0 {
 			if strings.TrimSpace(resp.Content) == "" {
@@ -138,14 +139,14 @@ func (s *session) agentLoop(ctx workflow.Context) (string, error) {
 }
 
 // toolResult appends the tool message the model sees for a call.
-func (s *session) toolResult(ctx workflow.Context, callID, content string) {
-	s.st.appendTranscript(HistoryEntry{Turn: s.st.Turn, At: workflow.Now(ctx), Msg: agent.Message{
-		Role: agent.RoleTool, ToolCallID: callID, Name: agent.ShellToolName,
+func (s *sessionRun) toolResult(ctx workflow.Context, callID, content string) {
+	s.st.appendTranscript(session.HistoryEntry{Turn: s.st.Turn, At: workflow.Now(ctx), Msg: session.Message{
+		Role: session.RoleTool, ToolCallID: callID, Name: session.ShellToolName,
 		Content: agent.CapToolResult(content, agent.MaxToolResultBytes),
 	}})
 }
 
-func (s *session) callIndex(callID string) int {
+func (s *sessionRun) callIndex(callID string) int {
 	for i := range s.st.Last.ToolCalls {
 		if s.st.Last.ToolCalls[i].CallID == callID {
 			return i
@@ -154,36 +155,36 @@ func (s *session) callIndex(callID string) int {
 	return -1
 }
 
-func (s *session) call(callID string) *ToolCallState {
+func (s *sessionRun) call(callID string) *session.ToolCallState {
 	if i := s.callIndex(callID); i >= 0 {
 		return &s.st.Last.ToolCalls[i]
 	}
 	return nil
 }
 
-func (s *session) addCall(tc agent.ToolCall) *ToolCallState {
+func (s *sessionRun) addCall(tc session.ToolCall) *session.ToolCallState {
 	if c := s.call(tc.ID); c != nil {
 		return c
 	}
-	s.st.Last.ToolCalls = append(s.st.Last.ToolCalls, ToolCallState{CallID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, Status: CallPending})
+	s.st.Last.ToolCalls = append(s.st.Last.ToolCalls, session.ToolCallState{CallID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, Status: session.CallPending})
 	s.touch()
 	return &s.st.Last.ToolCalls[len(s.st.Last.ToolCalls)-1]
 }
 
-func (s *session) failCall(ctx workflow.Context, tc agent.ToolCall, why string) {
+func (s *sessionRun) failCall(ctx workflow.Context, tc session.ToolCall, why string) {
 	c := s.addCall(tc)
-	c.Status = CallFailed
+	c.Status = session.CallFailed
 	c.Error = why
 	c.EndedAt = workflow.Now(ctx)
 	s.touch()
 	s.toolResult(ctx, tc.ID, why)
 }
 
-func (s *session) skipCalls(ctx workflow.Context, calls []agent.ToolCall, why string) {
+func (s *sessionRun) skipCalls(ctx workflow.Context, calls []session.ToolCall, why string) {
 	for _, tc := range calls {
 		c := s.addCall(tc)
-		if c.Status == CallPending || c.Status == CallAwaitingApproval || c.Status == CallRunning {
-			c.Status = CallFailed
+		if c.Status == session.CallPending || c.Status == session.CallAwaitingApproval || c.Status == session.CallRunning {
+			c.Status = session.CallFailed
 			c.Error = why
 			c.EndedAt = workflow.Now(ctx)
 		}
@@ -195,13 +196,13 @@ func (s *session) skipCalls(ctx workflow.Context, calls []agent.ToolCall, why st
 }
 
 // hasToolResult reports whether the current turn already answered callID.
-func (s *session) hasToolResult(callID string) bool {
+func (s *sessionRun) hasToolResult(callID string) bool {
 	for i := len(s.st.Transcript) - 1; i >= 0; i-- {
 		e := s.st.Transcript[i]
 		if e.Turn != s.st.Turn {
 			return false
 		}
-		if e.Msg.Role == agent.RoleTool && e.Msg.ToolCallID == callID {
+		if e.Msg.Role == session.RoleTool && e.Msg.ToolCallID == callID {
 			return true
 		}
 	}
@@ -210,10 +211,10 @@ func (s *session) hasToolResult(callID string) bool {
 
 // toolCall runs one tool call: validate, maybe ask for approval, execute.
 // It returns an error only when the turn must end (stop or destroy).
-func (s *session) toolCall(ctx workflow.Context, tc agent.ToolCall) error {
+func (s *sessionRun) toolCall(ctx workflow.Context, tc session.ToolCall) error {
 	c := s.addCall(tc)
-	if tc.Name != agent.ShellToolName {
-		s.failCall(ctx, tc, fmt.Sprintf("unknown tool %q; the only tool is %q", tc.Name, agent.ShellToolName))
+	if tc.Name != session.ShellToolName {
+		s.failCall(ctx, tc, fmt.Sprintf("unknown tool %q; the only tool is %q", tc.Name, session.ShellToolName))
 		return nil
 	}
 	args, err := agent.ParseShellArgs(tc.Arguments)
@@ -238,9 +239,9 @@ func (s *session) toolCall(ctx workflow.Context, tc agent.ToolCall) error {
 		if err != nil {
 			return errStopped
 		}
-		if d.Decision == DecisionReject {
+		if d.Decision == session.DecisionReject {
 			c = s.call(tc.ID)
-			c.Status = CallRejected
+			c.Status = session.CallRejected
 			c.EndedAt = workflow.Now(ctx)
 			s.touch()
 			s.toolResult(ctx, tc.ID, rejectionText(d))
@@ -250,7 +251,7 @@ func (s *session) toolCall(ctx workflow.Context, tc agent.ToolCall) error {
 	return s.exec(ctx, tc.ID, args.Commands, timeout)
 }
 
-func rejectionText(d DecisionRecord) string {
+func rejectionText(d session.DecisionRecord) string {
 	if d.Expired {
 		return "The command was not run: nobody approved it before the approval request expired. Do not retry it unless the user asks."
 	}
@@ -262,7 +263,7 @@ func rejectionText(d DecisionRecord) string {
 }
 
 // exec runs the commands of one call in the sandbox.
-func (s *session) exec(ctx workflow.Context, callID string, commands []string, timeout time.Duration) error {
+func (s *sessionRun) exec(ctx workflow.Context, callID string, commands []string, timeout time.Duration) error {
 	handle, err := s.ensureSandbox(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -270,11 +271,11 @@ func (s *session) exec(ctx workflow.Context, callID string, commands []string, t
 		}
 		msg := fmt.Sprintf("sandbox unavailable on backend %q: %s", s.st.Backend, userError(err))
 		s.notice("%s. Use /backend to move the session to another backend.", msg)
-		s.failCall(ctx, agent.ToolCall{ID: callID}, "not run: "+msg)
+		s.failCall(ctx, session.ToolCall{ID: callID}, "not run: "+msg)
 		return nil
 	}
 	c := s.call(callID)
-	c.Status = CallRunning
+	c.Status = session.CallRunning
 	c.StartedAt = workflow.Now(ctx)
 	s.touch()
 	s.execRan = true
@@ -310,7 +311,7 @@ func (s *session) exec(ctx workflow.Context, callID string, commands []string, t
 		recovered, ok := sandbox.RecoverExec(req, err)
 		stopped := ctx.Err() != nil
 		lost := errors.As(err, &te)
-		c.Status = CallFailed
+		c.Status = session.CallFailed
 		switch {
 		case stopped:
 			c.Error = "stopped by the user while running; the command was killed"
@@ -322,7 +323,7 @@ func (s *session) exec(ctx workflow.Context, callID string, commands []string, t
 		}
 		var result string
 		if ok {
-			c.Output = tail(agent.FormatShellResult(recovered.Results), MaxCallOutput)
+			c.Output = tail(agent.FormatShellResult(recovered.Results), session.MaxCallOutput)
 			result = agent.FormatShellResult(recovered.Results)
 			if stopped {
 				result += "\n[The user stopped the turn while this call was running.]"
@@ -341,7 +342,7 @@ func (s *session) exec(ctx workflow.Context, callID string, commands []string, t
 		}
 		return nil
 	}
-	c.Status = CallCompleted
+	c.Status = session.CallCompleted
 	code := 0
 	for _, r := range res.Results {
 		if r.ExitCode != 0 || r.Interrupted {
@@ -352,7 +353,7 @@ func (s *session) exec(ctx workflow.Context, callID string, commands []string, t
 		}
 	}
 	c.ExitCode = &code
-	c.Output = tail(agent.FormatShellResult(res.Results), MaxCallOutput)
+	c.Output = tail(agent.FormatShellResult(res.Results), session.MaxCallOutput)
 	s.touch()
 	s.toolResult(ctx, callID, agent.FormatShellResult(res.Results))
 	return nil
@@ -360,7 +361,7 @@ func (s *session) exec(ctx workflow.Context, callID string, commands []string, t
 
 // ensureSandbox returns a live sandbox for this turn, creating or restoring
 // it on first use.
-func (s *session) ensureSandbox(ctx workflow.Context) (sandbox.Handle, error) {
+func (s *sessionRun) ensureSandbox(ctx workflow.Context) (sandbox.Handle, error) {
 	// A known sandbox is used as is: if it was lost, Exec answers
 	// ErrTypeNotFound without running anything and exec comes back here
 	// with the handle cleared. That saves an activity on every turn.
@@ -380,13 +381,13 @@ func (s *session) ensureSandbox(ctx workflow.Context) (sandbox.Handle, error) {
 		if err != nil && errors.As(err, &te) && ctx.Err() == nil {
 			s.notice("The worker holding this session's sandbox is unreachable; restoring the workspace elsewhere.")
 			req.Handle = nil
-			err = workflow.ExecuteActivity(ensureOptions(ctx, BackendQueue(s.queue, s.st.Backend), false), sandboxActs.Ensure, req).Get(ctx, &res)
+			err = workflow.ExecuteActivity(ensureOptions(ctx, session.BackendQueue(s.queue, s.st.Backend), false), sandboxActs.Ensure, req).Get(ctx, &res)
 		}
 	} else {
 		if s.st.Handle != nil && s.st.Handle.Backend != s.st.Backend {
 			req.Handle = nil
 		}
-		err = workflow.ExecuteActivity(ensureOptions(ctx, BackendQueue(s.queue, s.st.Backend), false), sandboxActs.Ensure, req).Get(ctx, &res)
+		err = workflow.ExecuteActivity(ensureOptions(ctx, session.BackendQueue(s.queue, s.st.Backend), false), sandboxActs.Ensure, req).Get(ctx, &res)
 	}
 	if err != nil {
 		return sandbox.Handle{}, err
@@ -404,7 +405,7 @@ func (s *session) ensureSandbox(ctx workflow.Context) (sandbox.Handle, error) {
 }
 
 // snapshot saves the workspace if it changed since the last snapshot.
-func (s *session) snapshot(ctx workflow.Context, force bool) error {
+func (s *sessionRun) snapshot(ctx workflow.Context, force bool) error {
 	if s.st.Handle == nil {
 		return nil
 	}

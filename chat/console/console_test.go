@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sandbot/sandbot/chat"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // sim is a small in-memory session behind chat.Sessions: a message starts a
@@ -20,76 +20,76 @@ import (
 // Every change bumps Version, as the workflow does.
 type sim struct {
 	mu       sync.Mutex
-	ts       map[string]*workflows.TurnState
-	sent     []workflows.MessageRequest
-	approved []workflows.ApproveRequest
-	refs     []workflows.ChatRefRequest
+	ts       map[string]*session.TurnState
+	sent     []session.MessageRequest
+	approved []session.ApproveRequest
+	refs     []session.ChatRefRequest
 }
 
 var _ chat.Sessions = (*sim)(nil)
 
-func newSim() *sim { return &sim{ts: map[string]*workflows.TurnState{}} }
+func newSim() *sim { return &sim{ts: map[string]*session.TurnState{}} }
 
-func (s *sim) state(id string) *workflows.TurnState {
+func (s *sim) state(id string) *session.TurnState {
 	if s.ts[id] == nil {
-		s.ts[id] = &workflows.TurnState{Status: workflows.StatusIdle, Backend: "local"}
+		s.ts[id] = &session.TurnState{Status: session.StatusIdle, Backend: "local"}
 	}
 	return s.ts[id]
 }
 
-func (s *sim) Send(_ context.Context, in workflows.SessionInput, req workflows.MessageRequest) (workflows.MessageResponse, error) {
+func (s *sim) Send(_ context.Context, in session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sent = append(s.sent, req)
 	ts := s.state(in.Location.ID())
 	cmd := "make " + req.Text
-	*ts = workflows.TurnState{Turn: ts.Turn + 1, Version: ts.Version + 1, Status: workflows.StatusAwaitingApproval, Backend: "local",
-		ToolCalls: []workflows.ToolCallState{{CallID: "call_1", Name: "shell", Commands: []string{cmd}, Status: workflows.CallAwaitingApproval}},
-		Pending:   &workflows.PendingApproval{CallID: "call_1", Command: cmd, Reason: "not read-only"}}
-	return workflows.MessageResponse{Turn: ts.Turn}, nil
+	*ts = session.TurnState{Turn: ts.Turn + 1, Version: ts.Version + 1, Status: session.StatusAwaitingApproval, Backend: "local",
+		ToolCalls: []session.ToolCallState{{CallID: "call_1", Name: "shell", Commands: []string{cmd}, Status: session.CallAwaitingApproval}},
+		Pending:   &session.PendingApproval{CallID: "call_1", Command: cmd, Reason: "not read-only"}}
+	return session.MessageResponse{Turn: ts.Turn}, nil
 }
 
-func (s *sim) TurnState(_ context.Context, id string) (workflows.TurnState, error) {
+func (s *sim) TurnState(_ context.Context, id string) (session.TurnState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ts := s.state(id)
 	// A running call finishes at the next poll.
-	if ts.Status == workflows.StatusThinking {
+	if ts.Status == session.StatusThinking {
 		out := *ts
 		c := ts.ToolCalls[0]
-		ts.ToolCalls = []workflows.ToolCallState{c}
-		ts.ToolCalls[0].Status = workflows.CallCompleted
+		ts.ToolCalls = []session.ToolCallState{c}
+		ts.ToolCalls[0].Status = session.CallCompleted
 		ts.ToolCalls[0].ExitCode = new(int)
 		ts.ToolCalls[0].Output = "deployed v2"
-		ts.Status, ts.FinalText, ts.Version = workflows.StatusComplete, "Deployed to staging.", ts.Version+1
+		ts.Status, ts.FinalText, ts.Version = session.StatusComplete, "Deployed to staging.", ts.Version+1
 		return out, nil
 	}
 	return *ts, nil
 }
 
-func (s *sim) Approve(_ context.Context, id string, req workflows.ApproveRequest) (workflows.ApproveResponse, error) {
+func (s *sim) Approve(_ context.Context, id string, req session.ApproveRequest) (session.ApproveResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ts := s.state(id)
 	if ts.Pending == nil || ts.Pending.CallID != req.CallID {
-		return workflows.ApproveResponse{}, &chat.UserError{Msg: "this approval was already decided"}
+		return session.ApproveResponse{}, &chat.UserError{Msg: "this approval was already decided"}
 	}
 	s.approved = append(s.approved, req)
 	c := &ts.ToolCalls[0]
-	c.Decision = &workflows.DecisionRecord{CallID: req.CallID, Decision: req.Decision, Reason: req.Reason, User: req.User}
+	c.Decision = &session.DecisionRecord{CallID: req.CallID, Decision: req.Decision, Reason: req.Reason, User: req.User}
 	ts.Pending = nil
 	ts.Version++
-	if req.Decision == workflows.DecisionReject {
-		c.Status = workflows.CallRejected
-		ts.Status, ts.FinalText = workflows.StatusComplete, "OK, I will not run it."
-		return workflows.ApproveResponse{Command: c.Commands[0]}, nil
+	if req.Decision == session.DecisionReject {
+		c.Status = session.CallRejected
+		ts.Status, ts.FinalText = session.StatusComplete, "OK, I will not run it."
+		return session.ApproveResponse{Command: c.Commands[0]}, nil
 	}
-	c.Status = workflows.CallRunning
-	ts.Status = workflows.StatusThinking
-	return workflows.ApproveResponse{Command: c.Commands[0]}, nil
+	c.Status = session.CallRunning
+	ts.Status = session.StatusThinking
+	return session.ApproveResponse{Command: c.Commands[0]}, nil
 }
 
-func (s *sim) RecordChatRef(_ context.Context, id string, req workflows.ChatRefRequest) error {
+func (s *sim) RecordChatRef(_ context.Context, id string, req session.ChatRefRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refs = append(s.refs, req)
@@ -102,35 +102,35 @@ func (s *sim) RecordChatRef(_ context.Context, id string, req workflows.ChatRefR
 	return nil
 }
 
-func (s *sim) Info(_ context.Context, id string) (workflows.Info, error) {
+func (s *sim) Info(_ context.Context, id string) (session.Info, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	loc, _ := workflows.ParseID(id)
+	loc, _ := session.ParseID(id)
 	ts := s.state(id)
-	return workflows.Info{WorkflowID: id, Location: loc, Owner: chat.User{ID: "u1", Name: "ann"}, Backend: ts.Backend, Turns: ts.Turn, Status: ts.Status}, nil
+	return session.Info{WorkflowID: id, Location: loc, Owner: chat.User{ID: "u1", Name: "ann"}, Backend: ts.Backend, Turns: ts.Turn, Status: ts.Status}, nil
 }
 
 var errNotInSim = errors.New("sim: not implemented")
 
-func (s *sim) Stop(context.Context, string, workflows.StopRequest) (workflows.StopResponse, error) {
-	return workflows.StopResponse{}, errNotInSim
+func (s *sim) Stop(context.Context, string, session.StopRequest) (session.StopResponse, error) {
+	return session.StopResponse{}, errNotInSim
 }
-func (s *sim) Pause(context.Context, string, workflows.PauseRequest) (workflows.PauseResponse, error) {
-	return workflows.PauseResponse{}, errNotInSim
+func (s *sim) Pause(context.Context, string, session.PauseRequest) (session.PauseResponse, error) {
+	return session.PauseResponse{}, errNotInSim
 }
-func (s *sim) Resume(context.Context, string, workflows.ResumeRequest) (workflows.PauseResponse, error) {
-	return workflows.PauseResponse{}, errNotInSim
+func (s *sim) Resume(context.Context, string, session.ResumeRequest) (session.PauseResponse, error) {
+	return session.PauseResponse{}, errNotInSim
 }
-func (s *sim) Destroy(context.Context, string, workflows.DestroyRequest) (workflows.DestroyResponse, error) {
-	return workflows.DestroyResponse{}, errNotInSim
+func (s *sim) Destroy(context.Context, string, session.DestroyRequest) (session.DestroyResponse, error) {
+	return session.DestroyResponse{}, errNotInSim
 }
-func (s *sim) SetBackend(context.Context, string, workflows.SetBackendRequest) (workflows.SetBackendResponse, error) {
-	return workflows.SetBackendResponse{}, &chat.UserError{Msg: "backend switching is not available yet"}
+func (s *sim) SetBackend(context.Context, string, session.SetBackendRequest) (session.SetBackendResponse, error) {
+	return session.SetBackendResponse{}, &chat.UserError{Msg: "backend switching is not available yet"}
 }
-func (s *sim) Fork(context.Context, string, workflows.ForkRequest) (workflows.ForkResponse, error) {
-	return workflows.ForkResponse{}, errNotInSim
+func (s *sim) Fork(context.Context, string, session.ForkRequest) (session.ForkResponse, error) {
+	return session.ForkResponse{}, errNotInSim
 }
-func (s *sim) History(context.Context, string, workflows.HistoryRequest) ([]workflows.HistoryEntry, error) {
+func (s *sim) History(context.Context, string, session.HistoryRequest) ([]session.HistoryEntry, error) {
 	return nil, errNotInSim
 }
 func (s *sim) List(context.Context, chat.ListFilter) ([]chat.SessionSummary, error) {
@@ -226,7 +226,7 @@ func TestConsoleApprovalFlow(t *testing.T) {
 	if len(s.sent) != 1 || s.sent[0].Text != "deploy" || !strings.HasPrefix(s.sent[0].EventID, "console-") {
 		t.Errorf("sent = %+v", s.sent)
 	}
-	if len(s.approved) != 1 || s.approved[0].Decision != workflows.DecisionApprove || s.approved[0].User.ID != "u1" {
+	if len(s.approved) != 1 || s.approved[0].Decision != session.DecisionApprove || s.approved[0].User.ID != "u1" {
 		t.Errorf("approvals = %+v", s.approved)
 	}
 	// "a" was an approval, not a message to the agent.
@@ -260,11 +260,11 @@ func TestConsoleRejectWithReasonAndSessions(t *testing.T) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	want := workflows.Location{Platform: "console", Channel: "local", Thread: "staging"}.ID()
+	want := session.Location{Platform: "console", Channel: "local", Thread: "staging"}.ID()
 	if s.ts[want] == nil || s.ts[want].Turn != 1 {
 		t.Errorf("the message did not go to the staging session: %v", s.ts)
 	}
-	if len(s.approved) != 1 || s.approved[0].Decision != workflows.DecisionReject || s.approved[0].Reason != "not before the freeze ends" {
+	if len(s.approved) != 1 || s.approved[0].Decision != session.DecisionReject || s.approved[0].Reason != "not before the freeze ends" {
 		t.Errorf("approvals = %+v", s.approved)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/discord"
 	fake "github.com/sandbot/sandbot/internal/fake/discord"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // BenchmarkProgressLatency measures, at the Discord fake, the time from a
@@ -46,16 +46,16 @@ func BenchmarkProgressLatency(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		call := fmt.Sprintf("call_%d", i)
 		cmd := fmt.Sprintf("step-%d", i)
-		fs.set(id, func(ts *workflows.TurnState) {
-			ts.ToolCalls = append(ts.ToolCalls, workflows.ToolCallState{CallID: call, Name: "shell", Commands: []string{cmd}, Status: workflows.CallRunning})
+		fs.set(id, func(ts *session.TurnState) {
+			ts.ToolCalls = append(ts.ToolCalls, session.ToolCallState{CallID: call, Name: "shell", Commands: []string{cmd}, Status: session.CallRunning})
 		})
 		// The command runs for an edit interval plus a spread of up to a
 		// second, so completions do not phase-lock with the core's polls.
 		time.Sleep(interval + time.Duration(i*7919%1000)*time.Millisecond)
 		done := time.Now()
-		fs.set(id, func(ts *workflows.TurnState) {
+		fs.set(id, func(ts *session.TurnState) {
 			c := &ts.ToolCalls[len(ts.ToolCalls)-1]
-			c.Status, c.ExitCode, c.Duration = workflows.CallCompleted, exit(0), interval
+			c.Status, c.ExitCode, c.Duration = session.CallCompleted, exit(0), interval
 		})
 		e, err := f.WaitEdit(ctx, done, func(e fake.Edit) bool {
 			return e.MessageID == ref && strings.Contains(e.EmbedText(), "`"+cmd+"` · ")

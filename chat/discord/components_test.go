@@ -11,7 +11,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/sandbot/sandbot/chat"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
@@ -41,7 +41,7 @@ func golden(t *testing.T, name string, v any) {
 
 func approvalValue(t *testing.T) string {
 	t.Helper()
-	loc := workflows.Location{Platform: "discord", Workspace: "4000000000000000001", Channel: "5000000000000000001", Thread: "1300000000000000042"}
+	loc := session.Location{Platform: "discord", Workspace: "4000000000000000001", Channel: "5000000000000000001", Thread: "1300000000000000042"}
 	v, err := chat.EncodeApprovalCompact(loc.ID(), "call_9f8e7d6c5b4a", chat.MaxDiscordButtonValue)
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestToMessageLimits(t *testing.T) {
 }
 
 func TestCustomID(t *testing.T) {
-	long := workflows.Location{Platform: "discord", Workspace: "4000000000000000001", Channel: "5000000000000000001", Thread: "1300000000000000042"}
+	long := session.Location{Platform: "discord", Workspace: "4000000000000000001", Channel: "5000000000000000001", Thread: "1300000000000000042"}
 	full := chat.EncodeApproval(long.ID(), "call_"+strings.Repeat("z", 60))
 	cases := []struct {
 		name, action, value string

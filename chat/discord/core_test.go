@@ -9,7 +9,7 @@ import (
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/discord"
 	fake "github.com/sandbot/sandbot/internal/fake/discord"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // newCore is the real chat core over fake sessions, with the adapter's
@@ -60,16 +60,16 @@ func TestCoreTurnWithApprovalsAndAnswer(t *testing.T) {
 		t.Fatalf("status message in %s, want the session thread %s", status.ChannelID, um.ID)
 	}
 
-	fs.set(id, func(ts *workflows.TurnState) {
-		ts.ToolCalls = []workflows.ToolCallState{{CallID: "call_1", Name: "shell", Commands: []string{"go test ./..."}, Status: workflows.CallRunning}}
+	fs.set(id, func(ts *session.TurnState) {
+		ts.ToolCalls = []session.ToolCallState{{CallID: "call_1", Name: "shell", Commands: []string{"go test ./..."}, Status: session.CallRunning}}
 	})
 	edited(t, f, ref, "running call shown", func(e fake.Edit) bool { return strings.Contains(e.EmbedText(), "go test ./...") })
 
-	fs.set(id, func(ts *workflows.TurnState) {
-		ts.ToolCalls[0].Status, ts.ToolCalls[0].ExitCode, ts.ToolCalls[0].Output = workflows.CallCompleted, exit(0), "ok  pkg 0.1s"
-		ts.ToolCalls = append(ts.ToolCalls, workflows.ToolCallState{CallID: "call_2", Name: "shell", Commands: []string{"rm -rf build"}, Status: workflows.CallAwaitingApproval})
-		ts.Status = workflows.StatusAwaitingApproval
-		ts.Pending = &workflows.PendingApproval{CallID: "call_2", Command: "rm -rf build", AskedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
+	fs.set(id, func(ts *session.TurnState) {
+		ts.ToolCalls[0].Status, ts.ToolCalls[0].ExitCode, ts.ToolCalls[0].Output = session.CallCompleted, exit(0), "ok  pkg 0.1s"
+		ts.ToolCalls = append(ts.ToolCalls, session.ToolCallState{CallID: "call_2", Name: "shell", Commands: []string{"rm -rf build"}, Status: session.CallAwaitingApproval})
+		ts.Status = session.StatusAwaitingApproval
+		ts.Pending = &session.PendingApproval{CallID: "call_2", Command: "rm -rf build", AskedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
 	})
 	withButtons := edited(t, f, ref, "approval buttons", func(e fake.Edit) bool { return len(e.CustomIDs()) == 3 })
 	approveID := customIDOf(t, withButtons, "approve:")
@@ -92,14 +92,14 @@ func TestCoreTurnWithApprovalsAndAnswer(t *testing.T) {
 	edited(t, f, ref, "decision shown", func(e fake.Edit) bool {
 		return strings.Contains(e.EmbedText(), "approved by <@"+alice.User.ID+">") && len(e.CustomIDs()) == 0
 	})
-	if a := fs.decided(); len(a) != 1 || a[0].CallID != "call_2" || a[0].Decision != workflows.DecisionApprove || a[0].User.ID != alice.User.ID {
+	if a := fs.decided(); len(a) != 1 || a[0].CallID != "call_2" || a[0].Decision != session.DecisionApprove || a[0].User.ID != alice.User.ID {
 		t.Fatalf("approvals = %+v", a)
 	}
 
 	answer := "All green.\n\n```text\n" + strings.Repeat("PASS pkg/some/long/package/path 0.01s\n", 80) + "```"
-	fs.set(id, func(ts *workflows.TurnState) {
-		ts.ToolCalls[1].Status, ts.ToolCalls[1].ExitCode = workflows.CallCompleted, exit(0)
-		ts.Status, ts.FinalText, ts.EndedAt = workflows.StatusComplete, answer, time.Now()
+	fs.set(id, func(ts *session.TurnState) {
+		ts.ToolCalls[1].Status, ts.ToolCalls[1].ExitCode = session.CallCompleted, exit(0)
+		ts.Status, ts.FinalText, ts.EndedAt = session.StatusComplete, answer, time.Now()
 	})
 	waitBoth(t, f, fs, "final answer recorded", func() bool { return fs.get(id).FinalRef != "" })
 	edited(t, f, ref, "final status", func(e fake.Edit) bool { return e.Content == "✅ Done" })
@@ -139,10 +139,10 @@ func TestCoreRejectWithReason(t *testing.T) {
 	um, _ := f.UserMessage(fake.DefaultChannelID, alice, bot()+"clean up")
 	id := chat.Thread{Platform: "discord", Workspace: fake.DefaultGuildID, Channel: fake.DefaultChannelID, Thread: um.ID}.ID()
 	fs.statusRef(t, f, id)
-	fs.set(id, func(ts *workflows.TurnState) {
-		ts.ToolCalls = []workflows.ToolCallState{{CallID: "call_9", Name: "shell", Commands: []string{"git push -f"}, Status: workflows.CallAwaitingApproval}}
-		ts.Status = workflows.StatusAwaitingApproval
-		ts.Pending = &workflows.PendingApproval{CallID: "call_9", Command: "git push -f"}
+	fs.set(id, func(ts *session.TurnState) {
+		ts.ToolCalls = []session.ToolCallState{{CallID: "call_9", Name: "shell", Commands: []string{"git push -f"}, Status: session.CallAwaitingApproval}}
+		ts.Status = session.StatusAwaitingApproval
+		ts.Pending = &session.PendingApproval{CallID: "call_9", Command: "git push -f"}
 	})
 	ref := fs.get(id).StatusRef
 	e := edited(t, f, ref, "buttons", func(e fake.Edit) bool { return len(e.CustomIDs()) == 3 })
@@ -154,7 +154,7 @@ func TestCoreRejectWithReason(t *testing.T) {
 	edited(t, f, ref, "rejection shown", func(e fake.Edit) bool {
 		return strings.Contains(e.EmbedText(), "rejected by <@"+alice.User.ID+">: never force-push")
 	})
-	if a := fs.decided(); len(a) != 1 || a[0].Decision != workflows.DecisionReject || a[0].Reason != "never force-push" {
+	if a := fs.decided(); len(a) != 1 || a[0].Decision != session.DecisionReject || a[0].Reason != "never force-push" {
 		t.Fatalf("approvals = %+v", a)
 	}
 }
@@ -196,18 +196,18 @@ func TestRestartKeepsEditingTheStatusMessage(t *testing.T) {
 	th := chat.Thread{Platform: "discord", Workspace: fake.DefaultGuildID, Channel: fake.DefaultChannelID, Thread: um.ID}
 	id := th.ID()
 	ref := fs.statusRef(t, f, id)
-	fs.set(id, func(ts *workflows.TurnState) {
-		ts.ToolCalls = []workflows.ToolCallState{
-			{CallID: "c1", Name: "shell", Commands: []string{"make build"}, Status: workflows.CallCompleted, ExitCode: exit(0)},
-			{CallID: "c2", Name: "shell", Commands: []string{"make deploy"}, Status: workflows.CallAwaitingApproval},
+	fs.set(id, func(ts *session.TurnState) {
+		ts.ToolCalls = []session.ToolCallState{
+			{CallID: "c1", Name: "shell", Commands: []string{"make build"}, Status: session.CallCompleted, ExitCode: exit(0)},
+			{CallID: "c2", Name: "shell", Commands: []string{"make deploy"}, Status: session.CallAwaitingApproval},
 		}
-		ts.Status = workflows.StatusAwaitingApproval
-		ts.Pending = &workflows.PendingApproval{CallID: "c2", Command: "make deploy"}
+		ts.Status = session.StatusAwaitingApproval
+		ts.Pending = &session.PendingApproval{CallID: "c2", Command: "make deploy"}
 	})
 	before := edited(t, f, ref, "approval buttons", func(e fake.Edit) bool { return len(e.CustomIDs()) == 3 })
 
 	stopBot1()
-	fs.set(id, func(ts *workflows.TurnState) { ts.Notices = []string{"sandbox restored from snapshot"} })
+	fs.set(id, func(ts *session.TurnState) { ts.Notices = []string{"sandbox restored from snapshot"} })
 
 	start(t, cfg, newCore(t, cfg, fs))
 	edited(t, f, ref, "change made while the bot was away", func(e fake.Edit) bool {

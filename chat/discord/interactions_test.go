@@ -12,7 +12,7 @@ import (
 )
 
 // session starts a session thread and returns its location.
-func session(t *testing.T, f *fake.Server, rec *recorder) chat.Thread {
+func startSession(t *testing.T, f *fake.Server, rec *recorder) chat.Thread {
 	t.Helper()
 	n := len(rec.messages())
 	if _, err := f.UserMessage(fake.DefaultChannelID, alice, bot()+"work"); err != nil {
@@ -36,7 +36,7 @@ func TestSlashCommandInSessionThread(t *testing.T) {
 	f := fake.Start(t, fake.Options{})
 	rec := newRecorder()
 	start(t, config(f), rec)
-	th := session(t, f, rec)
+	th := startSession(t, f, rec)
 
 	id, err := f.SlashCommand(th.Thread, alice, "backend", fake.CommandOption{Name: "name", Value: "docker"})
 	if err != nil {
@@ -92,7 +92,7 @@ func TestCommandAnswersCardsAndPrivacy(t *testing.T) {
 		return chat.Reply{Text: "ok"}
 	}
 	start(t, config(f), rec)
-	th := session(t, f, rec)
+	th := startSession(t, f, rec)
 
 	// /status: deferred ephemerally, answered with the card.
 	sid, _ := f.SlashCommand(th.Thread, alice, "status")
@@ -143,7 +143,7 @@ func TestAnswerAfterTokenExpiryIsABotMessage(t *testing.T) {
 		return chat.Reply{Text: "Forked at turn 3."}
 	}
 	start(t, config(f), rec)
-	th := session(t, f, rec)
+	th := startSession(t, f, rec)
 	id, _ := f.SlashCommand(th.Thread, alice, "fork")
 	wait(t, f, "deferred", func() bool { return interaction(t, f, id).Acked })
 	f.ExpireInteraction(id)
@@ -174,7 +174,7 @@ func TestShortTokenTTLGoesStraightToBotMessages(t *testing.T) {
 	cfg := config(f)
 	cfg.InteractionTokenTTL = time.Nanosecond // every answer comes "after" the token
 	start(t, cfg, rec)
-	th := session(t, f, rec)
+	th := startSession(t, f, rec)
 	if _, err := f.SlashCommand(th.Thread, alice, "stop"); err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestApproveButton(t *testing.T) {
 		}
 	}
 	a := start(t, config(f), rec)
-	th := session(t, f, rec)
+	th := startSession(t, f, rec)
 	ref, ids := statusMessage(t, a, th)
 
 	id, err := f.ClickButton(ref, alice, ids[chat.ActionApprove])
@@ -254,7 +254,7 @@ func TestRejectOpensModalWithReason(t *testing.T) {
 	f := fake.Start(t, fake.Options{})
 	rec := newRecorder()
 	a := start(t, config(f), rec)
-	th := session(t, f, rec)
+	th := startSession(t, f, rec)
 	ref, ids := statusMessage(t, a, th)
 
 	rid, _ := f.ClickButton(ref, alice, ids[chat.ActionReject])
@@ -283,7 +283,7 @@ func TestUnauthorizedClickIsRefusedAtOnce(t *testing.T) {
 	cfg := config(f)
 	cfg.AllowedRoles = []string{approverRole}
 	a := start(t, cfg, rec)
-	th := session(t, f, rec)
+	th := startSession(t, f, rec)
 	ref, ids := statusMessage(t, a, th)
 	for _, b := range []string{chat.ActionApprove, chat.ActionReject} {
 		id, _ := f.ClickButton(ref, bob, ids[b])

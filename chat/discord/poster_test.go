@@ -15,7 +15,7 @@ func TestPostEditAndRateLimits(t *testing.T) {
 	f := fake.Start(t, fake.Options{})
 	rec := newRecorder()
 	a := start(t, config(f), rec)
-	th := session(t, f, rec)
+	th := startSession(t, f, rec)
 
 	ref, err := a.Post(t.Context(), th, chat.Card{Title: "⚙️ Running", Blocks: []chat.Block{{Kind: chat.BlockText, Text: "⏳ `make`"}}})
 	if err != nil {
@@ -50,7 +50,7 @@ func TestPostTextSplitsOrAttaches(t *testing.T) {
 	f := fake.Start(t, fake.Options{})
 	rec := newRecorder()
 	a := start(t, config(f), rec)
-	th := session(t, f, rec)
+	th := startSession(t, f, rec)
 
 	if _, err := a.PostText(t.Context(), th, "short answer <@everyone>"); err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestStartThreadForFork(t *testing.T) {
 	f := fake.Start(t, fake.Options{})
 	rec := newRecorder()
 	a := start(t, config(f), rec)
-	th := session(t, f, rec)
+	th := startSession(t, f, rec)
 	to, err := a.StartThread(t.Context(), th, "try the other approach")
 	if err != nil {
 		t.Fatal(err)

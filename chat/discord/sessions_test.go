@@ -9,7 +9,7 @@ import (
 
 	"github.com/sandbot/sandbot/chat"
 	fake "github.com/sandbot/sandbot/internal/fake/discord"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // fakeSessions is an in-memory chat.Sessions: the session workflows as
@@ -21,13 +21,13 @@ type fakeSessions struct {
 	changed       chan struct{} // closed and replaced on every change
 	approverRoles []string
 	sessions      map[string]*fsession
-	sends         []workflows.MessageRequest
-	approvals     []workflows.ApproveRequest
+	sends         []session.MessageRequest
+	approvals     []session.ApproveRequest
 }
 
 type fsession struct {
-	start  workflows.SessionInput
-	ts     workflows.TurnState
+	start  session.SessionInput
+	ts     session.TurnState
 	events map[string]int
 }
 
@@ -82,7 +82,7 @@ func (f *fakeSessions) statusRef(t testing.TB, df *fake.Server, id string) strin
 
 // set changes a session's turn state as the workflow would, bumping its
 // version.
-func (f *fakeSessions) set(id string, change func(ts *workflows.TurnState)) {
+func (f *fakeSessions) set(id string, change func(ts *session.TurnState)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.sessions[id]
@@ -92,36 +92,36 @@ func (f *fakeSessions) set(id string, change func(ts *workflows.TurnState)) {
 }
 
 // decided returns the approvals the sessions accepted.
-func (f *fakeSessions) decided() []workflows.ApproveRequest {
+func (f *fakeSessions) decided() []session.ApproveRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]workflows.ApproveRequest(nil), f.approvals...)
+	return append([]session.ApproveRequest(nil), f.approvals...)
 }
 
-func (f *fakeSessions) get(id string) workflows.TurnState {
+func (f *fakeSessions) get(id string) session.TurnState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.sessions[id].ts
 }
 
-func (f *fakeSessions) Send(_ context.Context, start workflows.SessionInput, req workflows.MessageRequest) (workflows.MessageResponse, error) {
+func (f *fakeSessions) Send(_ context.Context, start session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id := start.Location.ID()
 	s := f.sessions[id]
 	if s == nil {
-		s = &fsession{start: start, events: map[string]int{}, ts: workflows.TurnState{Backend: "local"}}
+		s = &fsession{start: start, events: map[string]int{}, ts: session.TurnState{Backend: "local"}}
 		f.sessions[id] = s
 	}
 	if turn, ok := s.events[req.EventID]; ok {
-		return workflows.MessageResponse{Turn: turn, Duplicate: true}, nil
+		return session.MessageResponse{Turn: turn, Duplicate: true}, nil
 	}
 	f.sends = append(f.sends, req)
-	s.ts = workflows.TurnState{Turn: s.ts.Turn + 1, Version: s.ts.Version + 1, Status: workflows.StatusThinking,
+	s.ts = session.TurnState{Turn: s.ts.Turn + 1, Version: s.ts.Version + 1, Status: session.StatusThinking,
 		Backend: "local", StartedAt: time.Now()}
 	s.events[req.EventID] = s.ts.Turn
 	f.bump()
-	return workflows.MessageResponse{Turn: s.ts.Turn}, nil
+	return session.MessageResponse{Turn: s.ts.Turn}, nil
 }
 
 func (f *fakeSessions) session(id string) (*fsession, error) {
@@ -132,53 +132,53 @@ func (f *fakeSessions) session(id string) (*fsession, error) {
 	return s, nil
 }
 
-func (f *fakeSessions) TurnState(_ context.Context, id string) (workflows.TurnState, error) {
+func (f *fakeSessions) TurnState(_ context.Context, id string) (session.TurnState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.session(id)
 	if err != nil {
-		return workflows.TurnState{}, err
+		return session.TurnState{}, err
 	}
 	return s.ts, nil
 }
 
-func (f *fakeSessions) Approve(_ context.Context, id string, req workflows.ApproveRequest) (workflows.ApproveResponse, error) {
+func (f *fakeSessions) Approve(_ context.Context, id string, req session.ApproveRequest) (session.ApproveResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.session(id)
 	if err != nil {
-		return workflows.ApproveResponse{}, err
+		return session.ApproveResponse{}, err
 	}
 	p := s.ts.Pending
 	if p == nil || p.CallID != req.CallID {
-		return workflows.ApproveResponse{}, &chat.UserError{Msg: "This approval is no longer pending."}
+		return session.ApproveResponse{}, &chat.UserError{Msg: "This approval is no longer pending."}
 	}
 	allowed := req.User.ID == s.start.Owner.ID
 	for _, r := range req.User.Roles {
 		allowed = allowed || slices.Contains(f.approverRoles, r)
 	}
 	if !allowed {
-		return workflows.ApproveResponse{}, &chat.UserError{Msg: "You may not approve commands in this session."}
+		return session.ApproveResponse{}, &chat.UserError{Msg: "You may not approve commands in this session."}
 	}
 	f.approvals = append(f.approvals, req)
 	for i := range s.ts.ToolCalls {
 		c := &s.ts.ToolCalls[i]
 		if c.CallID == req.CallID {
-			c.Decision = &workflows.DecisionRecord{CallID: c.CallID, Command: p.Command, Decision: req.Decision, Reason: req.Reason, User: req.User, At: time.Now(), Turn: s.ts.Turn}
-			c.Status = workflows.CallRunning
-			if req.Decision == workflows.DecisionReject {
-				c.Status = workflows.CallRejected
+			c.Decision = &session.DecisionRecord{CallID: c.CallID, Command: p.Command, Decision: req.Decision, Reason: req.Reason, User: req.User, At: time.Now(), Turn: s.ts.Turn}
+			c.Status = session.CallRunning
+			if req.Decision == session.DecisionReject {
+				c.Status = session.CallRejected
 			}
 		}
 	}
 	s.ts.Pending = nil
-	s.ts.Status = workflows.StatusThinking
+	s.ts.Status = session.StatusThinking
 	s.ts.Version++
 	f.bump()
-	return workflows.ApproveResponse{Command: p.Command}, nil
+	return session.ApproveResponse{Command: p.Command}, nil
 }
 
-func (f *fakeSessions) RecordChatRef(_ context.Context, id string, req workflows.ChatRefRequest) error {
+func (f *fakeSessions) RecordChatRef(_ context.Context, id string, req session.ChatRefRequest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.session(id)
@@ -196,14 +196,14 @@ func (f *fakeSessions) RecordChatRef(_ context.Context, id string, req workflows
 	return nil
 }
 
-func (f *fakeSessions) Info(_ context.Context, id string) (workflows.Info, error) {
+func (f *fakeSessions) Info(_ context.Context, id string) (session.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.session(id)
 	if err != nil {
-		return workflows.Info{}, err
+		return session.Info{}, err
 	}
-	return workflows.Info{WorkflowID: id, Location: s.start.Location, Owner: s.start.Owner, Title: s.start.Title,
+	return session.Info{WorkflowID: id, Location: s.start.Location, Owner: s.start.Owner, Title: s.start.Title,
 		Backend: s.ts.Backend, Turns: s.ts.Turn, Status: s.ts.Status}, nil
 }
 
@@ -219,36 +219,36 @@ func (f *fakeSessions) List(_ context.Context, flt chat.ListFilter) ([]chat.Sess
 	return out, nil
 }
 
-func (f *fakeSessions) History(context.Context, string, workflows.HistoryRequest) ([]workflows.HistoryEntry, error) {
+func (f *fakeSessions) History(context.Context, string, session.HistoryRequest) ([]session.HistoryEntry, error) {
 	return nil, nil
 }
 
-func (f *fakeSessions) Stop(_ context.Context, id string, _ workflows.StopRequest) (workflows.StopResponse, error) {
+func (f *fakeSessions) Stop(_ context.Context, id string, _ session.StopRequest) (session.StopResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.session(id)
 	if err != nil {
-		return workflows.StopResponse{}, err
+		return session.StopResponse{}, err
 	}
-	return workflows.StopResponse{Stopped: s.ts.Status.Active(), Turn: s.ts.Turn}, nil
+	return session.StopResponse{Stopped: s.ts.Status.Active(), Turn: s.ts.Turn}, nil
 }
 
-func (f *fakeSessions) Pause(context.Context, string, workflows.PauseRequest) (workflows.PauseResponse, error) {
-	return workflows.PauseResponse{}, nil
+func (f *fakeSessions) Pause(context.Context, string, session.PauseRequest) (session.PauseResponse, error) {
+	return session.PauseResponse{}, nil
 }
 
-func (f *fakeSessions) Resume(context.Context, string, workflows.ResumeRequest) (workflows.PauseResponse, error) {
-	return workflows.PauseResponse{}, nil
+func (f *fakeSessions) Resume(context.Context, string, session.ResumeRequest) (session.PauseResponse, error) {
+	return session.PauseResponse{}, nil
 }
 
-func (f *fakeSessions) Destroy(context.Context, string, workflows.DestroyRequest) (workflows.DestroyResponse, error) {
-	return workflows.DestroyResponse{}, nil
+func (f *fakeSessions) Destroy(context.Context, string, session.DestroyRequest) (session.DestroyResponse, error) {
+	return session.DestroyResponse{}, nil
 }
 
-func (f *fakeSessions) SetBackend(_ context.Context, _ string, req workflows.SetBackendRequest) (workflows.SetBackendResponse, error) {
-	return workflows.SetBackendResponse{From: "local", To: req.Backend}, nil
+func (f *fakeSessions) SetBackend(_ context.Context, _ string, req session.SetBackendRequest) (session.SetBackendResponse, error) {
+	return session.SetBackendResponse{From: "local", To: req.Backend}, nil
 }
 
-func (f *fakeSessions) Fork(_ context.Context, _ string, req workflows.ForkRequest) (workflows.ForkResponse, error) {
-	return workflows.ForkResponse{WorkflowID: req.Location.ID(), Backend: "local"}, nil
+func (f *fakeSessions) Fork(_ context.Context, _ string, req session.ForkRequest) (session.ForkResponse, error) {
+	return session.ForkResponse{WorkflowID: req.Location.ID(), Backend: "local"}, nil
 }

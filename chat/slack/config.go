@@ -61,7 +61,7 @@ type Config struct {
 	AllowedUsers []string
 	// Approvers are user IDs who may decide any approval, in addition to a
 	// session's owner (SANDBOT_SLACK_APPROVERS); messages from them carry
-	// chat.Message.Admin. The lead passes them to workflows.Settings too.
+	// chat.Message.Admin. The lead passes them to session.Settings too.
 	Approvers []string
 	// RequireMention makes replies in a session thread need a mention to
 	// reach the session (SANDBOT_SLACK_REQUIRE_MENTION). DMs never need one.

@@ -7,10 +7,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sandbot/sandbot/session"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
-
-	"github.com/sandbot/sandbot/workflows"
 )
 
 // EnsureSearchAttributes registers sandbot's custom search attributes on the
@@ -24,7 +23,7 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 	if len(missing) == 0 {
 		return nil
 	}
-	want := workflows.SearchAttributeTypes()
+	want := session.SearchAttributeTypes()
 	add := map[string]enumsType{}
 	for _, n := range missing {
 		add[n] = want[n]
@@ -49,7 +48,7 @@ func MissingSearchAttributes(ctx context.Context, c client.Client, namespace str
 		return nil, fmt.Errorf("list search attributes of %s: %w", namespace, err)
 	}
 	var missing []string
-	for name := range workflows.SearchAttributeTypes() {
+	for name := range session.SearchAttributeTypes() {
 		if _, ok := resp.GetCustomAttributes()[name]; !ok {
 			missing = append(missing, name)
 		}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sandbot/sandbot/session"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-
-	"github.com/sandbot/sandbot/workflows"
 )
 
 // ServedBackends returns which of the candidate backends have a worker
@@ -15,7 +14,7 @@ import (
 func ServedBackends(ctx context.Context, c client.Client, taskQueue string, candidates []string) ([]string, error) {
 	var served []string
 	for _, name := range candidates {
-		resp, err := c.DescribeTaskQueue(ctx, workflows.BackendQueue(taskQueue, name), enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+		resp, err := c.DescribeTaskQueue(ctx, session.BackendQueue(taskQueue, name), enumspb.TASK_QUEUE_TYPE_ACTIVITY)
 		if err != nil {
 			return nil, fmt.Errorf("describe task queue of backend %s: %w", name, err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/sandbot/sandbot/sandbox"
 	"github.com/sandbot/sandbot/sandbox/blobstore"
 	"github.com/sandbot/sandbot/sandbox/local"
+	"github.com/sandbot/sandbot/session"
 	"github.com/sandbot/sandbot/workflows"
 )
 
@@ -70,7 +71,7 @@ func StartWorker(ctx context.Context, c client.Client, cfg *config.Config, opts 
 	if err != nil {
 		return nil, fmt.Errorf("worker: snapshot store %s: %w", cfg.Sandbox.SnapshotURL, err)
 	}
-	w := &Worker{HostQueue: workflows.HostQueue(cfg.Temporal.TaskQueue, cfg.Sandbox.HostID), Unavailable: map[string]string{}, store: store}
+	w := &Worker{HostQueue: session.HostQueue(cfg.Temporal.TaskQueue, cfg.Sandbox.HostID), Unavailable: map[string]string{}, store: store}
 	if cfg.Sandbox.SingleHost {
 		// One worker holds every sandbox, so its session queue is also its
 		// host queue, and sandbox activities are dispatched eagerly to the
@@ -96,7 +97,7 @@ func StartWorker(ctx context.Context, c client.Client, cfg *config.Config, opts 
 		wo.MaxHeartbeatThrottleInterval = sandbox.HeartbeatEvery
 	}
 	main := worker.New(c, cfg.Temporal.TaskQueue, wo)
-	main.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	main.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: session.WorkflowName})
 	main.RegisterActivity(models)
 	w.workers = append(w.workers, main)
 	var queues []string
@@ -106,7 +107,7 @@ func StartWorker(ctx context.Context, c client.Client, cfg *config.Config, opts 
 		queues = append(queues, w.HostQueue)
 	}
 	for _, name := range w.Served {
-		queues = append(queues, workflows.BackendQueue(cfg.Temporal.TaskQueue, name))
+		queues = append(queues, session.BackendQueue(cfg.Temporal.TaskQueue, name))
 	}
 	for _, q := range queues {
 		sw := worker.New(c, q, wo)

@@ -21,7 +21,7 @@ import (
 	"github.com/sandbot/sandbot/internal/devserver"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	"github.com/sandbot/sandbot/internal/logging"
-	"github.com/sandbot/sandbot/workflows"
+	"github.com/sandbot/sandbot/session"
 )
 
 // Run runs the embedded Temporal server, the worker and the bot with the
@@ -62,7 +62,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	srv, err := devserver.Start(startCtx, devserver.Options{
 		DBPath: dbPath, Port: cfg.Dev.TemporalPort, UIPort: cfg.Dev.UIPort,
-		Namespace: cfg.Temporal.Namespace, SearchAttributes: workflows.SearchAttributeTypes(), Logger: log,
+		Namespace: cfg.Temporal.Namespace, SearchAttributes: session.SearchAttributeTypes(), Logger: log,
 		DynamicConfig: DevDynamicConfig(),
 	})
 	cancel()

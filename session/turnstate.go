@@ -1,9 +1,7 @@
-package workflows
+package session
 
 import (
 	"time"
-
-	"github.com/sandbot/sandbot/agent"
 )
 
 // TurnStatus is the state of the current (or last) turn.
@@ -124,9 +122,9 @@ type HistoryRequest struct {
 
 // HistoryEntry is one line of the visible transcript.
 type HistoryEntry struct {
-	Turn int           `json:"turn"`
-	At   time.Time     `json:"at"`
-	Msg  agent.Message `json:"message"`
+	Turn int       `json:"turn"`
+	At   time.Time `json:"at"`
+	Msg  Message   `json:"message"`
 }
 
 // Info is the answer of QueryInfo: session metadata for /status and lists.

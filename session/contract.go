@@ -1,21 +1,20 @@
-// Package workflows owns the session workflow: one long-lived Temporal
-// workflow per chat thread that keeps the conversation, runs the agent loop
-// (model activity, approval policy, sandbox exec activities), holds pending
-// approvals, and carries its state through continue-as-new for months.
+// Package session is the session contract shared by the bot and the worker:
+// the names of the session workflow's updates, queries and signals, their
+// request and response types, TurnState, the transcript message types, the
+// search attributes and task-queue names. It is a leaf: it imports no
+// implementation (no agent, sandbox or workflows), so cmd/bot links the
+// contract without linking the worker.
 //
-// This file is the contract shared by the bot and the worker: the names of
-// updates, queries and signals, and their request and response types. Each
-// handler takes exactly one struct and returns one struct, so payloads can
-// grow without breaking running sessions. Code in this package other than the
-// contract types must be deterministic.
-package workflows
+// Each handler takes exactly one struct and returns one struct, so payloads
+// can grow without breaking running sessions. Field names and JSON tags are
+// part of the durable format: recorded histories hold them, so renaming a
+// tag breaks every running session (see docs/ARCHITECTURE.md, "Sessions
+// outlive code").
+package session
 
 import (
 	"fmt"
-
-	"github.com/sandbot/sandbot/agent"
 	"strings"
-	"time"
 )
 
 // WorkflowName is the registered name of the session workflow type.
@@ -89,55 +88,6 @@ type User struct {
 	Roles []string `json:"roles,omitempty"`
 }
 
-// ApprovalMode is the policy for asking before a shell call runs.
-type ApprovalMode string
-
-// Approval modes.
-const (
-	ApproveNever          ApprovalMode = "never"
-	ApproveAlways         ApprovalMode = "always"
-	ApproveUnlessReadOnly ApprovalMode = "unless-readonly"
-)
-
-// Settings are the per-session knobs, fixed at start from the bot's and
-// worker's configuration and carried through continue-as-new.
-type Settings struct {
-	ApprovalMode    ApprovalMode  `json:"approval_mode"`
-	ApprovalTimeout time.Duration `json:"approval_timeout"`
-	// Approvers may decide approvals in addition to the owner.
-	Approvers []string `json:"approvers,omitempty"`
-	// ApproverRoles grant approval rights to holders of these roles.
-	ApproverRoles []string `json:"approver_roles,omitempty"`
-	// MaxToolCalls caps shell calls per turn.
-	MaxToolCalls int `json:"max_tool_calls"`
-	// CommandTimeout is the default per-command timeout.
-	CommandTimeout time.Duration `json:"command_timeout"`
-	// MaxCommandTimeout caps a timeout the model asks for.
-	MaxCommandTimeout time.Duration `json:"max_command_timeout"`
-	// HistoryLimitBytes forces continue-as-new past this history size even if
-	// Temporal has not suggested it yet.
-	HistoryLimitBytes int `json:"history_limit_bytes"`
-	// TranscriptLimitBytes caps the transcript kept in workflow state; the
-	// oldest entries are dropped first.
-	TranscriptLimitBytes int `json:"transcript_limit_bytes,omitempty"`
-	// ContextBytes caps the transcript sent to the model per call.
-	ContextBytes int `json:"context_bytes,omitempty"`
-	// ExecHeartbeat is the heartbeat timeout of exec activities: how long a
-	// dead worker goes unnoticed.
-	ExecHeartbeat time.Duration `json:"exec_heartbeat,omitempty"`
-	// ModelTimeout bounds one model call; ModelAttempts bounds its retries.
-	ModelTimeout  time.Duration `json:"model_timeout,omitempty"`
-	ModelAttempts int           `json:"model_attempts,omitempty"`
-	// Backends lists the backend names /backend may switch to (empty: any
-	// name; the bot checks which ones workers serve).
-	Backends []string `json:"backends,omitempty"`
-	// Indexed is true when the namespace has the Sandbot* search attributes
-	// (see SearchAttributeTypes); the session then keeps them current.
-	Indexed bool `json:"indexed,omitempty"`
-	// IdleSuspend suspends the sandbox after this much idle time (0: never).
-	IdleSuspend time.Duration `json:"idle_suspend,omitempty"`
-}
-
 // SessionInput starts (or continues) a session.
 type SessionInput struct {
 	Location Location `json:"location"`
@@ -150,8 +100,6 @@ type SessionInput struct {
 	ForkedAtTurn int    `json:"forked_at_turn,omitempty"`
 	// Seed is the transcript and snapshot a fork starts from.
 	Seed *ForkSeed `json:"seed,omitempty"`
-	// State is set only by continue-as-new.
-	State *State `json:"state,omitempty"`
 }
 
 // SessionResult is returned when a session ends.
@@ -282,7 +230,7 @@ type ForkResponse struct {
 
 // ForkSeed is what a fork starts from.
 type ForkSeed struct {
-	Transcript  []agent.Message `json:"transcript"`
-	Snapshot    string          `json:"snapshot,omitempty"`
-	Fingerprint string          `json:"fingerprint,omitempty"`
+	Transcript  []Message `json:"transcript"`
+	Snapshot    string    `json:"snapshot,omitempty"`
+	Fingerprint string    `json:"fingerprint,omitempty"`
 }

@@ -1,0 +1,107 @@
+package session
+
+import "time"
+
+// ApprovalMode is the policy for asking before a shell call runs.
+type ApprovalMode string
+
+// Approval modes.
+const (
+	ApproveNever          ApprovalMode = "never"
+	ApproveAlways         ApprovalMode = "always"
+	ApproveUnlessReadOnly ApprovalMode = "unless-readonly"
+)
+
+// Settings are the per-session knobs, fixed at start from the bot's and
+// worker's configuration and carried through continue-as-new.
+type Settings struct {
+	ApprovalMode    ApprovalMode  `json:"approval_mode"`
+	ApprovalTimeout time.Duration `json:"approval_timeout"`
+	// Approvers may decide approvals in addition to the owner.
+	Approvers []string `json:"approvers,omitempty"`
+	// ApproverRoles grant approval rights to holders of these roles.
+	ApproverRoles []string `json:"approver_roles,omitempty"`
+	// MaxToolCalls caps shell calls per turn.
+	MaxToolCalls int `json:"max_tool_calls"`
+	// CommandTimeout is the default per-command timeout.
+	CommandTimeout time.Duration `json:"command_timeout"`
+	// MaxCommandTimeout caps a timeout the model asks for.
+	MaxCommandTimeout time.Duration `json:"max_command_timeout"`
+	// HistoryLimitBytes forces continue-as-new past this history size even if
+	// Temporal has not suggested it yet.
+	HistoryLimitBytes int `json:"history_limit_bytes"`
+	// TranscriptLimitBytes caps the transcript kept in workflow state; the
+	// oldest entries are dropped first.
+	TranscriptLimitBytes int `json:"transcript_limit_bytes,omitempty"`
+	// ContextBytes caps the transcript sent to the model per call.
+	ContextBytes int `json:"context_bytes,omitempty"`
+	// ExecHeartbeat is the heartbeat timeout of exec activities: how long a
+	// dead worker goes unnoticed.
+	ExecHeartbeat time.Duration `json:"exec_heartbeat,omitempty"`
+	// ModelTimeout bounds one model call; ModelAttempts bounds its retries.
+	ModelTimeout  time.Duration `json:"model_timeout,omitempty"`
+	ModelAttempts int           `json:"model_attempts,omitempty"`
+	// Backends lists the backend names /backend may switch to (empty: any
+	// name; the bot checks which ones workers serve).
+	Backends []string `json:"backends,omitempty"`
+	// Indexed is true when the namespace has the Sandbot* search attributes
+	// (see SearchAttributeTypes); the session then keeps them current.
+	Indexed bool `json:"indexed,omitempty"`
+	// IdleSuspend suspends the sandbox after this much idle time (0: never).
+	IdleSuspend time.Duration `json:"idle_suspend,omitempty"`
+}
+
+// Defaults for zero Settings fields.
+const (
+	DefaultApprovalTimeout      = 30 * time.Minute
+	DefaultMaxToolCalls         = 50
+	DefaultCommandTimeout       = 2 * time.Minute
+	DefaultMaxCommandTimeout    = 30 * time.Minute
+	DefaultHistoryLimitBytes    = 20 << 20
+	DefaultTranscriptLimitBytes = 1 << 20
+	DefaultContextBytes         = 256 << 10
+	DefaultExecHeartbeat        = 30 * time.Second
+	DefaultModelTimeout         = 5 * time.Minute
+	DefaultModelAttempts        = 6
+)
+
+// WithDefaults fills zero settings with documented defaults.
+func (s Settings) WithDefaults() Settings {
+	if s.ApprovalMode == "" {
+		s.ApprovalMode = ApproveUnlessReadOnly
+	}
+	if s.ApprovalTimeout <= 0 {
+		s.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if s.MaxToolCalls <= 0 {
+		s.MaxToolCalls = DefaultMaxToolCalls
+	}
+	if s.CommandTimeout <= 0 {
+		s.CommandTimeout = DefaultCommandTimeout
+	}
+	if s.MaxCommandTimeout <= 0 {
+		s.MaxCommandTimeout = DefaultMaxCommandTimeout
+	}
+	if s.CommandTimeout > s.MaxCommandTimeout {
+		s.CommandTimeout = s.MaxCommandTimeout
+	}
+	if s.HistoryLimitBytes <= 0 {
+		s.HistoryLimitBytes = DefaultHistoryLimitBytes
+	}
+	if s.TranscriptLimitBytes <= 0 {
+		s.TranscriptLimitBytes = DefaultTranscriptLimitBytes
+	}
+	if s.ContextBytes <= 0 {
+		s.ContextBytes = DefaultContextBytes
+	}
+	if s.ExecHeartbeat <= 0 {
+		s.ExecHeartbeat = DefaultExecHeartbeat
+	}
+	if s.ModelTimeout <= 0 {
+		s.ModelTimeout = DefaultModelTimeout
+	}
+	if s.ModelAttempts <= 0 {
+		s.ModelAttempts = DefaultModelAttempts
+	}
+	return s
+}
