@@ -181,6 +181,7 @@ func TestDestroyCleansUp(t *testing.T) {
 	if st := d.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		t.Fatalf("workflow status %s, want completed", st)
 	}
+	recordHistory(t, e.stack, th.ID(), "destroy")
 }
 
 // sweepBackend is a docker backend labelled as the worker of the given

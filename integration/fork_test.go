@@ -101,6 +101,8 @@ func TestForkIsolation(t *testing.T) {
 	if got := e.state(src); got.Backend != "local" || got.Turn != 3 {
 		t.Fatalf("the source should go on unchanged: %s", dump(got))
 	}
+	recordHistory(t, e.stack, src.ID(), "fork-source")
+	recordHistory(t, e.stack, fork.ID(), "fork-child")
 }
 
 func TestForkOntoDocker(t *testing.T) {

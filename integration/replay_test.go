@@ -1,9 +1,14 @@
 package integration
 
 import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -12,23 +17,92 @@ import (
 	"github.com/sandbot/sandbot/workflows"
 )
 
-// assertReplays replays the session's recorded history against the current
-// workflow code: any non-determinism (map order, time, randomness outside
-// the SDK) fails here, not months later in production.
+// updateHistories rewrites the committed histories under
+// workflows/testdata/histories from the scenarios that record them:
+//
+//	go test ./integration -run 'TestTurnWithToolCallsAndOneApproval|...' -update-histories
+//
+// Only do that for a history the current code could not have produced
+// before (a new scenario), never to make a failing replay pass: the
+// committed files are the sessions already running in production.
+var updateHistories = flag.Bool("update-histories", false, "rewrite workflows/testdata/histories from the scenarios that record them")
+
+// historyDir is where the replay test in package workflows reads them.
+const historyDir = "../workflows/testdata/histories"
+
+// runHistories returns every run of the session's workflow, oldest first:
+// continue-as-new starts a new run, and a replayer takes one run per
+// history.
+func runHistories(t *testing.T, s *stack, workflowID string) []*historypb.History {
+	t.Helper()
+	var runs []*historypb.History
+	runID := ""
+	for {
+		iter := s.c.GetWorkflowHistory(s.ctx, workflowID, runID, false, 0)
+		var events []*historypb.HistoryEvent
+		for iter.HasNext() {
+			ev, err := iter.Next()
+			if err != nil {
+				t.Fatalf("history of %s run %q: %v", workflowID, runID, err)
+			}
+			events = append(events, ev)
+		}
+		if len(events) == 0 {
+			t.Fatalf("history of %s run %q is empty", workflowID, runID)
+		}
+		runs = append([]*historypb.History{{Events: events}}, runs...)
+		prev := events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+		if prev == "" {
+			return runs
+		}
+		runID = prev
+	}
+}
+
+// assertReplays replays every run of the session's recorded history
+// against the current workflow code: any non-determinism (map order, time,
+// randomness outside the SDK) fails here, not months later in production.
 func assertReplays(t *testing.T, s *stack, th chat.Thread) {
 	t.Helper()
-	iter := s.c.GetWorkflowHistory(s.ctx, th.ID(), "", false, 0)
-	var events []*historypb.HistoryEvent
-	for iter.HasNext() {
-		ev, err := iter.Next()
+	replayRuns(t, th.ID(), runHistories(t, s, th.ID()))
+}
+
+// recordHistory replays the session's runs like assertReplays and, with
+// -update-histories, writes them as name.json (name-runN.json when the
+// session continued as new) for the committed replay test.
+func recordHistory(t *testing.T, s *stack, workflowID, name string) {
+	t.Helper()
+	runs := runHistories(t, s, workflowID)
+	replayRuns(t, workflowID, runs)
+	if !*updateHistories {
+		return
+	}
+	if err := os.MkdirAll(historyDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range runs {
+		file := name + ".json"
+		if len(runs) > 1 {
+			file = fmt.Sprintf("%s-run%d.json", name, i+1)
+		}
+		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
 		if err != nil {
 			t.Fatal(err)
 		}
-		events = append(events, ev)
+		if err := os.WriteFile(filepath.Join(historyDir, file), append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s (%d events)", file, len(h.Events))
 	}
-	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: session.WorkflowName})
-	if err := r.ReplayWorkflowHistory(nil, &historypb.History{Events: events}); err != nil {
-		t.Fatalf("replaying %d events of %s: %v", len(events), th.ID(), err)
+}
+
+func replayRuns(t *testing.T, workflowID string, runs []*historypb.History) {
+	t.Helper()
+	for i, h := range runs {
+		r := worker.NewWorkflowReplayer()
+		r.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: session.WorkflowName})
+		if err := r.ReplayWorkflowHistory(nil, h); err != nil {
+			t.Fatalf("replaying run %d (%d events) of %s: %v", i+1, len(h.Events), workflowID, err)
+		}
 	}
 }

@@ -107,6 +107,7 @@ func TestTurnWithToolCallsAndOneApproval(t *testing.T) {
 	if s.state(th).Pending == nil {
 		t.Fatal("an unauthorized click must change nothing")
 	}
+	recordHistory(t, s, th.ID(), "awaiting-approval")
 	click(t, s, th, alice, chat.ActionApprove, "")
 	end := s.waitState(th, "turn end", done)
 	if end.Status != session.StatusComplete || end.FinalText != "Wrote **out.txt**." {
@@ -131,7 +132,7 @@ func TestTurnWithToolCallsAndOneApproval(t *testing.T) {
 	if !strings.Contains(last, "alice") {
 		t.Fatalf("status card should say who approved: %s", last)
 	}
-	assertReplays(t, s, th)
+	recordHistory(t, s, th.ID(), "approvals")
 }
 
 func TestRejectionWithReason(t *testing.T) {
@@ -153,6 +154,7 @@ func TestRejectionWithReason(t *testing.T) {
 	if !strings.Contains(body, "src is precious") || !strings.Contains(body, "rejected") {
 		t.Fatalf("the model was not told the reason: %s", body)
 	}
+	recordHistory(t, s, th.ID(), "rejection")
 }
 
 func TestApprovalExpiry(t *testing.T) {

@@ -103,6 +103,7 @@ func TestBackendSwitchCarriesWorkspace(t *testing.T) {
 	if got := cmdOut(t, onlyCall(t, ts), "cat carried.txt"); got != "from-local\nfrom-docker\nback-on-local" {
 		t.Fatalf("turn 4 reads %q", got)
 	}
+	recordHistory(t, e.stack, th.ID(), "backend-switch")
 }
 
 func TestBackendSwitchMidTurnIsDeferred(t *testing.T) {
