@@ -248,12 +248,7 @@ func codeSafe(s string) string { return strings.ReplaceAll(s, "```", "ˋˋˋ") }
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // clampPlain cuts s to at most n UTF-16 units, ending with "…" when cut.
-func clampPlain(s string, n int) string {
-	if textLen(s) <= n {
-		return s
-	}
-	return cutUnits(s, n-1) + "…"
-}
+func clampPlain(s string, n int) string { return measure.Truncate(s, n) }
 
 // clampMarkdown cuts Markdown to at most n UTF-16 units without leaving a
 // code block open, ending with "…" when cut.
@@ -261,7 +256,7 @@ func clampMarkdown(s string, n int) string {
 	if textLen(s) <= n {
 		return s
 	}
-	parts := splitParts(s, n-2)
+	parts := SplitMarkdown(s, n-2)
 	if len(parts) == 0 {
 		return ""
 	}

@@ -55,7 +55,7 @@ func ToBlocks(c chat.Card) ([]slackgo.Block, string) {
 	for _, b := range c.Blocks {
 		switch b.Kind {
 		case chat.BlockText:
-			for _, s := range Chunk(Mrkdwn(b.Text), maxSectionText) {
+			for _, s := range chunk(Mrkdwn(b.Text), maxSectionText) {
 				bs = append(bs, section(s))
 			}
 		case chat.BlockCode:
@@ -87,7 +87,7 @@ func ToBlocks(c chat.Card) ([]slackgo.Block, string) {
 		default:
 			// An unknown kind from a newer core: show its text rather than lose it.
 			if strings.TrimSpace(b.Text) != "" {
-				for _, s := range Chunk(Mrkdwn(b.Text), maxSectionText) {
+				for _, s := range chunk(Mrkdwn(b.Text), maxSectionText) {
 					bs = append(bs, section(s))
 				}
 			}
@@ -184,7 +184,7 @@ func truncateMrkdwn(s string, max int) string {
 	if TextLen(s) <= max {
 		return s
 	}
-	parts := Chunk(s, max-1)
+	parts := chunk(s, max-1)
 	if len(parts) == 0 {
 		return ""
 	}
@@ -298,7 +298,7 @@ func fallback(c chat.Card) string {
 	}
 	s := strings.Join(parts, " — ")
 	if TextLen(s) > maxFallback {
-		if cut := Chunk(s, maxFallback-1); len(cut) > 0 {
+		if cut := chunk(s, maxFallback-1); len(cut) > 0 {
 			s = cut[0] + "…"
 		}
 	}
@@ -312,19 +312,4 @@ func fallback(c chat.Card) string {
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // cutRunes cuts s to at most n (TextLen), ending with "…" when cut.
-func cutRunes(s string, n int) string {
-	if TextLen(s) <= n {
-		return s
-	}
-	var b strings.Builder
-	used := 0
-	for _, r := range s {
-		w := TextLen(string(r))
-		if used+w > n-1 {
-			break
-		}
-		b.WriteRune(r)
-		used += w
-	}
-	return b.String() + "…"
-}
+func cutRunes(s string, n int) string { return measure.Truncate(s, n) }

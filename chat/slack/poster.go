@@ -138,7 +138,7 @@ func sectionBlocks(sections []string) []slackgo.Block {
 func (a *Adapter) postLong(ctx context.Context, th chat.Thread, markdown string) (string, error) {
 	mrk := Mrkdwn(markdown)
 	head := ""
-	if parts := Chunk(mrk, summaryChars); len(parts) > 0 {
+	if parts := chunk(mrk, summaryChars); len(parts) > 0 {
 		head = parts[0]
 	}
 	note := fmt.Sprintf("_The full answer (%d characters) is attached as answer.md._", TextLen(markdown))
