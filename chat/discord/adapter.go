@@ -13,6 +13,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/internal/lru"
 )
 
 // Platform is the Location.Platform of Discord sessions.
@@ -49,11 +50,13 @@ type Adapter struct {
 	work    context.Context // handlers' context; outlives Run's by shutdownGrace
 	closing bool            // set when Run stops taking events
 
-	inflight   sync.WaitGroup
-	queues     *serial
-	seenMsgs   *recent[struct{}]
-	seenInters *recent[struct{}]
-	chans      *recent[chanInfo]
+	inflight sync.WaitGroup
+	queues   *serial
+	// seenMsgs and seenInters drop events a gateway RESUME replays; a few
+	// thousand IDs cover any replay window.
+	seenMsgs   *lru.Cache[string, struct{}]
+	seenInters *lru.Cache[string, struct{}]
+	chans      *lru.Cache[string, chanInfo]
 }
 
 var (
@@ -96,9 +99,9 @@ func New(cfg Config, h Handler, log *slog.Logger) (*Adapter, error) {
 		ready:      make(chan struct{}),
 		botID:      cfg.ApplicationID,
 		queues:     newSerial(),
-		seenMsgs:   newRecent[struct{}](4096),
-		seenInters: newRecent[struct{}](1024),
-		chans:      newRecent[chanInfo](4096),
+		seenMsgs:   lru.New[string, struct{}](4096),
+		seenInters: lru.New[string, struct{}](1024),
+		chans:      lru.New[string, chanInfo](4096),
 	}, nil
 }
 

@@ -13,7 +13,7 @@ import (
 const reasonInput = "reason"
 
 func (a *Adapter) onInteractionCreate(_ *discordgo.Session, ic *discordgo.InteractionCreate) {
-	if !a.seenInters.add(ic.ID, struct{}{}) {
+	if !a.seenInters.Add(ic.ID, struct{}{}) {
 		a.log.Info("dropped a replayed interaction", "interaction_id", ic.ID)
 		return
 	}

@@ -44,7 +44,7 @@ func infoOf(ch *discordgo.Channel) chanInfo {
 // remember caches a channel the adapter learned about.
 func (a *Adapter) remember(ch *discordgo.Channel) {
 	if ch != nil && ch.ID != "" {
-		a.chans.add(ch.ID, infoOf(ch))
+		a.chans.Put(ch.ID, infoOf(ch))
 	}
 }
 
@@ -54,7 +54,7 @@ func (a *Adapter) onThreadCreate(_ *discordgo.Session, t *discordgo.ThreadCreate
 
 // cachedChannel looks a channel up without network calls.
 func (a *Adapter) cachedChannel(id string) (chanInfo, bool) {
-	if c, ok := a.chans.get(id); ok {
+	if c, ok := a.chans.Get(id); ok {
 		return c, true
 	}
 	if a.s.State != nil {
@@ -98,7 +98,7 @@ func (a *Adapter) onMessageCreate(_ *discordgo.Session, m *discordgo.MessageCrea
 	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
 		return
 	}
-	if !a.seenMsgs.add(m.ID, struct{}{}) {
+	if !a.seenMsgs.Add(m.ID, struct{}{}) {
 		a.log.Info("dropped a replayed message", "event_id", m.ID)
 		return
 	}

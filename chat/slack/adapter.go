@@ -13,6 +13,7 @@ import (
 	slackgo "github.com/slack-go/slack"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/internal/lru"
 )
 
 // Core is what the adapter needs from the bot core; *chat.Core satisfies
@@ -52,7 +53,10 @@ type Adapter struct {
 	limits Limits
 
 	threads *threadCache
-	seen    *recentSet
+	// seen holds recent event keys, so the app_mention and the message
+	// event of one user message, and Slack's redeliveries, are handled once
+	// by this process (the workflow dedupes across replicas).
+	seen *lru.Cache[string, struct{}]
 
 	core Core
 	ctx  context.Context // Run's context: the lifetime of event work
@@ -103,7 +107,7 @@ func New(cfg Config, log *slog.Logger) (*Adapter, error) {
 		pacer:   newEditPacer(cfg.EditInterval),
 		limits:  DefaultLimits,
 		threads: newThreadCache(),
-		seen:    newRecentSet(20000),
+		seen:    lru.New[string, struct{}](20000),
 		ready:   make(chan struct{}),
 		idle:    make(chan struct{}),
 	}, nil

@@ -21,7 +21,7 @@ type incoming struct {
 
 // eventKey identifies a user message: the same for its app_mention and its
 // message event, and for every redelivery, so the workflow (which dedupes
-// by chat.Message.EventID) and recentSet see one message once.
+// by chat.Message.EventID) and Adapter.seen see one message once.
 func eventKey(channel, ts string) string { return "slack:" + channel + ":" + ts }
 
 // messageSubtypesForSessions are message subtypes that are still a user
@@ -84,7 +84,7 @@ func (a *Adapter) onUserMessage(ctx context.Context, in incoming) error {
 		return nil
 	}
 	key := eventKey(in.channel, in.ts)
-	if !a.seen.firstTime(key) {
+	if !a.seen.Add(key, struct{}{}) {
 		return nil // the other event of the same message, or a redelivery
 	}
 	if !a.allowedUser(in.user) || !a.allowedChannel(in.channel) {

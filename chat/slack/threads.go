@@ -1,7 +1,6 @@
 package slack
 
 import (
-	"container/list"
 	"context"
 	"strings"
 	"sync"
@@ -10,6 +9,7 @@ import (
 	slackgo "github.com/slack-go/slack"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/internal/lru"
 )
 
 // negativeTTL is how long "this thread is not a session" is believed. A
@@ -19,25 +19,23 @@ const negativeTTL = 30 * time.Second
 
 // threadCache remembers which threads are sessions, so replies in a
 // session thread reach it without a mention and without a lookup per
-// message. Positive answers are kept (bounded, least recently used out);
+// message. Answers are kept in a bounded cache (least recently used out);
 // negative ones expire after negativeTTL.
 type threadCache struct {
-	mu    sync.Mutex
-	max   int
-	order *list.List               // front: most recently used
-	items map[string]*list.Element // key → element holding cacheEntry
+	known *lru.Cache[string, threadEntry]
+
+	mu sync.Mutex
 	// lookups are in flight, by key; closed when done.
 	lookups map[string]chan struct{}
 }
 
-type cacheEntry struct {
-	key     string
+type threadEntry struct {
 	session bool
 	at      time.Time
 }
 
 func newThreadCache() *threadCache {
-	return &threadCache{max: 50000, order: list.New(), items: map[string]*list.Element{}, lookups: map[string]chan struct{}{}}
+	return &threadCache{known: lru.New[string, threadEntry](50000), lookups: map[string]chan struct{}{}}
 }
 
 func threadKey(th chat.Thread) string {
@@ -70,39 +68,21 @@ func (c *threadCache) unclaim(th chat.Thread) {
 
 // get returns the cached answer for th, if any and still valid.
 func (c *threadCache) get(th chat.Thread) (session, ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.items[threadKey(th)]
+	key := threadKey(th)
+	e, ok := c.known.Get(key)
 	if !ok {
 		return false, false
 	}
-	ent := e.Value.(*cacheEntry)
-	if !ent.session && time.Since(ent.at) > negativeTTL {
-		c.order.Remove(e)
-		delete(c.items, ent.key)
+	if !e.session && time.Since(e.at) > negativeTTL {
+		c.known.Remove(key)
 		return false, false
 	}
-	c.order.MoveToFront(e)
-	return ent.session, true
+	return e.session, true
 }
 
 // set records whether th is a session.
 func (c *threadCache) set(th chat.Thread, session bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	key := threadKey(th)
-	if e, ok := c.items[key]; ok {
-		ent := e.Value.(*cacheEntry)
-		ent.session, ent.at = session, time.Now()
-		c.order.MoveToFront(e)
-		return
-	}
-	c.items[key] = c.order.PushFront(&cacheEntry{key: key, session: session, at: time.Now()})
-	for c.order.Len() > c.max {
-		old := c.order.Back()
-		c.order.Remove(old)
-		delete(c.items, old.Value.(*cacheEntry).key)
-	}
+	c.known.Put(threadKey(th), threadEntry{session: session, at: time.Now()})
 }
 
 // isSession decides whether a reply (without a mention) in thread th
@@ -168,34 +148,4 @@ func (a *Adapter) threadHasBot(ctx context.Context, th chat.Thread) (bool, error
 		}
 	}
 	return false, nil
-}
-
-// recentSet remembers recently seen event keys, so the app_mention and the
-// message event of one user message, and Slack's redeliveries, are handled
-// once by this process (the workflow dedupes across replicas).
-type recentSet struct {
-	mu    sync.Mutex
-	max   int
-	order *list.List
-	items map[string]*list.Element
-}
-
-func newRecentSet(max int) *recentSet {
-	return &recentSet{max: max, order: list.New(), items: map[string]*list.Element{}}
-}
-
-// firstTime records key and reports whether it was new.
-func (s *recentSet) firstTime(key string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.items[key]; ok {
-		return false
-	}
-	s.items[key] = s.order.PushFront(key)
-	for s.order.Len() > s.max {
-		old := s.order.Back()
-		s.order.Remove(old)
-		delete(s.items, old.Value.(string))
-	}
-	return true
 }
