@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
+	"github.com/sandbot/sandbot/chat/internal/pace"
 )
 
 // budgetWindow is the sliding window of the workspace chat.update budget:
@@ -21,27 +21,27 @@ const budgetWindow = 61 * time.Second
 type updateBudget struct {
 	perMinute int
 	window    time.Duration
-	smooth    *rate.Limiter
 	now       func() time.Time
 
 	mu     sync.Mutex
+	smooth pace.Bucket // perMinute per window, in bursts of a tenth
 	starts []time.Time // start times of the last perMinute calls, oldest first
 	paused time.Time   // no calls before this
 }
 
 func newUpdateBudget(perMinute int, window time.Duration) *updateBudget {
-	burst := max(1, perMinute/10)
 	return &updateBudget{
 		perMinute: perMinute,
 		window:    window,
-		smooth:    rate.NewLimiter(rate.Limit(float64(perMinute)/window.Seconds()), burst),
+		smooth:    pace.NewBucket(window/time.Duration(max(perMinute, 1)), perMinute/10),
 		now:       time.Now,
 	}
 }
 
-// delayLocked is how long until the window and any pause allow a call.
+// delayLocked is how long until the smoothing, the window and any pause
+// allow a call.
 func (b *updateBudget) delayLocked(now time.Time) time.Duration {
-	d := b.paused.Sub(now)
+	d := max(b.paused.Sub(now), b.smooth.Wait(now))
 	if len(b.starts) >= b.perMinute {
 		if w := b.starts[len(b.starts)-b.perMinute].Add(b.window).Sub(now); w > d {
 			d = w
@@ -52,14 +52,12 @@ func (b *updateBudget) delayLocked(now time.Time) time.Duration {
 
 // acquire blocks until one more chat.update may start, and counts it.
 func (b *updateBudget) acquire(ctx context.Context) error {
-	if err := b.smooth.Wait(ctx); err != nil {
-		return err
-	}
 	for {
 		b.mu.Lock()
 		now := b.now()
 		d := b.delayLocked(now)
 		if d <= 0 {
+			b.smooth.Spend(now)
 			b.starts = append(b.starts, now)
 			if len(b.starts) > b.perMinute {
 				b.starts = append(b.starts[:0], b.starts[len(b.starts)-b.perMinute:]...)
@@ -84,11 +82,6 @@ func (b *updateBudget) Wait(ctx context.Context) error {
 		now := b.now()
 		d := b.delayLocked(now)
 		b.mu.Unlock()
-		if t := b.smooth.TokensAt(now); t < 1 {
-			if rd := time.Duration((1 - t) / float64(b.smooth.Limit()) * float64(time.Second)); rd > d {
-				d = rd
-			}
-		}
 		if d <= 0 {
 			return nil
 		}
@@ -120,7 +113,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // editPacer keeps edits of one message at least interval apart, measured
-// from the end of one edit to the start of the next, as Slack sees them.
+// from the end of one edit to the start of the next, as Slack sees them,
+// and never runs two edits of one message at once.
 type editPacer struct {
 	interval time.Duration
 	// started is when this adapter started. A message it has not edited yet
@@ -128,12 +122,22 @@ type editPacer struct {
 	// restart, so the pacer counts the start as that message's last edit.
 	started time.Time
 	mu      sync.Mutex
-	last    map[string]time.Time // message key → end of its last edit
+	paces   map[string]pace.Bucket // message key → its edits, spent at their ends
 	busy    map[string]chan struct{}
 }
 
 func newEditPacer(interval time.Duration) *editPacer {
-	return &editPacer{interval: interval, started: time.Now(), last: map[string]time.Time{}, busy: map[string]chan struct{}{}}
+	return &editPacer{interval: interval, started: time.Now(), paces: map[string]pace.Bucket{}, busy: map[string]chan struct{}{}}
+}
+
+// bucketLocked is key's pace, new ones counting the adapter's start.
+func (p *editPacer) bucketLocked(key string) pace.Bucket {
+	b, ok := p.paces[key]
+	if !ok {
+		b = pace.NewBucket(p.interval, 1)
+		b.Spend(p.started)
+	}
+	return b
 }
 
 // begin waits until key may be edited and marks it busy; the returned
@@ -150,11 +154,8 @@ func (p *editPacer) begin(ctx context.Context, key string) (end func(), err erro
 				return nil, ctx.Err()
 			}
 		}
-		last, ok := p.last[key]
-		if !ok {
-			last = p.started
-		}
-		wait := time.Until(last.Add(p.interval))
+		b := p.bucketLocked(key)
+		wait := b.Wait(time.Now())
 		if wait <= 0 {
 			ch := make(chan struct{})
 			p.busy[key] = ch
@@ -162,7 +163,9 @@ func (p *editPacer) begin(ctx context.Context, key string) (end func(), err erro
 			p.mu.Unlock()
 			return func() {
 				p.mu.Lock()
-				p.last[key] = time.Now()
+				b := p.bucketLocked(key)
+				b.Spend(time.Now())
+				p.paces[key] = b
 				delete(p.busy, key)
 				close(ch)
 				p.mu.Unlock()
@@ -177,13 +180,13 @@ func (p *editPacer) begin(ctx context.Context, key string) (end func(), err erro
 
 // gcLocked forgets messages whose last edit no longer constrains anything.
 func (p *editPacer) gcLocked() {
-	if len(p.last) < 1024 {
+	if len(p.paces) < 1024 {
 		return
 	}
-	cut := time.Now().Add(-p.interval)
-	for k, t := range p.last {
-		if t.Before(cut) {
-			delete(p.last, k)
+	now := time.Now()
+	for k, b := range p.paces {
+		if b.Idle(now) {
+			delete(p.paces, k)
 		}
 	}
 }
