@@ -1,29 +1,45 @@
 // Package config is the one place sandbot reads its settings. Every setting
-// is an environment variable prefixed SANDBOT_, read with envconfig, given a
-// documented default where one is safe, and validated at start-up with a
-// message that names the variable and says what is allowed. Nothing outside
-// cmd/ and config/ reads the environment.
+// is an environment variable listed once in the registry (see Vars): its
+// name, its default, which processes read it and what it means. The same
+// registry drives loading and validation, and the README's configuration
+// table documents it. Nothing outside cmd/ and config/ reads the
+// environment: adapters and backends receive typed values and never see a
+// variable name.
+//
+// Load never stops at a malformed value: it keeps the problem, and Validate
+// reports it together with every other problem of the process's variables,
+// each as "<variable>: what is wrong; use what is allowed".
 package config
 
 import (
-	"errors"
-	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
 	"github.com/sandbot/sandbot/session"
 )
 
-// Prefix is the environment prefix of every variable.
+// Prefix is the environment prefix of every setting.
 const Prefix = "SANDBOT"
 
-// Config is every setting of every binary. Each binary validates only the
-// sections it uses (see Validate).
+// KnownBackends are the backend names sandbot implements.
+var KnownBackends = []string{"local", "docker", "daytona", "e2b"}
+
+// MaxCommandTimeoutCeiling is the longest command timeout a session may
+// have: the sandbox's exec activities clamp every command to it
+// (sandbox.MaxCommandTimeout, which a test of internal/workerapp pins to
+// this value), so a longer SANDBOT_SESSION_MAX_COMMAND_TIMEOUT would be
+// cut short silently. The session contract's default maximum is the
+// ceiling itself; config defines no second number.
+const MaxCommandTimeoutCeiling = session.DefaultMaxCommandTimeout
+
+// DefaultIdleSuspend is how long a sandbox may idle before it is suspended
+// (SANDBOT_SESSION_IDLE_SUSPEND). The session contract's zero means never,
+// so the product default lives here.
+const DefaultIdleSuspend = 30 * time.Minute
+
+// Config is every setting of every process. Fields are filled by Load from
+// the registry; tests and cmd/dev may adjust them before Validate.
 type Config struct {
 	Temporal Temporal
 	Model    Model
@@ -34,144 +50,182 @@ type Config struct {
 	Discord  Discord
 	Dev      Dev
 	// LogLevel is debug, info, warn or error.
-	LogLevel string `split_words:"true" default:"info"`
+	LogLevel string
 	// MetricsAddr serves /metrics, /healthz and /readyz ("" disables).
-	MetricsAddr string `split_words:"true"`
+	MetricsAddr string
+	// ConsoleUser is the terminal front end's user name (USER).
+	ConsoleUser string
+
+	// problems are the values Load could not parse, by variable name;
+	// Validate reports those the validated process reads.
+	problems map[string]string
 }
 
 // Temporal is how to reach the Temporal cluster.
 type Temporal struct {
-	// Address is host:port of the frontend (SANDBOT_TEMPORAL_ADDRESS).
-	Address   string `default:"127.0.0.1:7233"`
-	Namespace string `default:"default"`
-	// WebURL is the Temporal UI base, for /status links.
-	WebURL string `split_words:"true" default:"http://127.0.0.1:8233"`
-	// TaskQueue for session workflows and the model activity.
-	TaskQueue string `split_words:"true" default:"sandbot"`
+	// Address is host:port of the frontend.
+	Address   string
+	Namespace string
+	// WebURL is the Temporal UI base, for /status links ("" leaves them out).
+	WebURL string
+	// TaskQueue for session workflows and the model activity; sandbox
+	// queues derive from it.
+	TaskQueue string
 }
 
 // Model is the OpenAI-compatible chat-completions endpoint.
 type Model struct {
 	// BaseURL, e.g. https://api.openai.com/v1, http://localhost:11434/v1
 	// (Ollama), http://vllm:8000/v1, or an Azure OpenAI /openai/v1 URL.
-	BaseURL string `split_words:"true"`
+	BaseURL string
 	// APIKey is sent as a Bearer token. Optional for local servers.
-	APIKey string `split_words:"true"`
-	// Name is the model name (SANDBOT_MODEL_NAME).
+	APIKey string
+	// Name is the model name.
 	Name string
 	// Stream uses streaming responses (heartbeats long generations).
 	Stream bool
 	// Timeout bounds one model call.
-	Timeout time.Duration `default:"5m"`
+	Timeout time.Duration
 	// Attempts bounds retries of retryable failures (429, 5xx, network).
-	Attempts int `default:"6"`
+	Attempts int
 }
 
-// Session holds per-session defaults applied when a session starts.
+// Session is the session policy (read by the worker) plus the approvers
+// the bot names when it starts a session.
 type Session struct {
 	// ApprovalMode is never, always or unless-readonly.
-	ApprovalMode    string        `split_words:"true" default:"unless-readonly"`
-	ApprovalTimeout time.Duration `split_words:"true" default:"30m"`
-	// Approvers are chat user IDs that may approve in every session, besides
-	// each session's owner.
-	Approvers         []string      `split_words:"true"`
-	MaxToolCalls      int           `split_words:"true" default:"50"`
-	CommandTimeout    time.Duration `split_words:"true" default:"2m"`
-	MaxCommandTimeout time.Duration `split_words:"true" default:"30m"`
+	ApprovalMode    string
+	ApprovalTimeout time.Duration
+	// Approvers are chat user IDs that may approve in every session,
+	// besides each session's owner.
+	Approvers         []string
+	MaxToolCalls      int
+	CommandTimeout    time.Duration
+	MaxCommandTimeout time.Duration
 	// HistoryLimit forces continue-as-new past this many bytes of history.
-	HistoryLimit int `split_words:"true" default:"20971520"`
+	HistoryLimit int
 	// ExecHeartbeat is how long a dead worker mid-command goes unnoticed.
-	ExecHeartbeat time.Duration `split_words:"true" default:"30s"`
+	ExecHeartbeat time.Duration
 	// IdleSuspend suspends an idle sandbox after this long (0: never).
-	IdleSuspend time.Duration `split_words:"true" default:"30m"`
+	IdleSuspend time.Duration
 }
 
 // Sandbox selects and configures sandbox backends.
 type Sandbox struct {
 	// Backends the worker serves (local, docker, ...).
-	Backends []string `default:"local"`
+	Backends []string
 	// Default is the backend of new sessions.
-	Default string `default:"local"`
+	Default string
 	// LocalRoot holds local workspaces (default: <data dir>/workspaces).
-	LocalRoot string `split_words:"true"`
+	LocalRoot string
 	// SnapshotURL is a gocloud.dev/blob URL: file:///path or s3://bucket.
-	SnapshotURL string `split_words:"true"`
+	SnapshotURL string
 	// HostID names this worker host for host-bound sandboxes (default: the
 	// hostname).
-	HostID string `split_words:"true"`
+	HostID string
 	// SingleHost says this is the only worker serving host-bound backends
 	// (local, docker): sandbox activities then share the session task queue
 	// and are dispatched eagerly. Never set it on more than one worker of a
 	// deployment. cmd/dev always sets it.
-	SingleHost bool `split_words:"true"`
+	SingleHost bool
 }
 
-// Docker configures the docker backend.
+// Bytes is a size in bytes, written in the environment as a byte count or
+// a number with k, m or g (1024-based), e.g. 512m or 1.5g.
+type Bytes int64
+
+// Docker configures the docker backend. Zero values take the backend's own
+// defaults (package sandbox/docker owns them; the registry documents them).
 type Docker struct {
-	Image     string  `default:"debian:bookworm-slim"`
-	Network   string  `default:"none"`
-	Cpus      float64 `default:"1"`
-	Memory    string  `default:"1g"`
-	PidsLimit int64   `split_words:"true" default:"512"`
-	User      string  `default:"1000:1000"`
-	Workdir   string  `default:"/workspace"`
+	Image     string
+	Network   string
+	Cpus      float64
+	Memory    Bytes
+	PidsLimit int64
+	User      string
+	Workdir   string
 	// PullMissing lets the worker pull a missing image.
-	PullMissing bool `split_words:"true"`
+	PullMissing bool
 }
 
 // Slack configures the Slack front end. It is enabled when BotToken is set.
+// Zero pacing and size values take the adapter's defaults (package
+// chat/slack owns them; the registry documents them).
 type Slack struct {
-	BotToken        string        `split_words:"true"`
-	AppToken        string        `split_words:"true"`
-	SigningSecret   string        `split_words:"true"`
-	Mode            string        `default:"socket"`
-	ListenAddr      string        `split_words:"true" default:":3000"`
-	AllowedChannels []string      `split_words:"true"`
-	AllowedUsers    []string      `split_words:"true"`
-	Approvers       []string      `split_words:"true"`
-	RequireMention  bool          `split_words:"true"`
-	APIBase         string        `split_words:"true"`
-	EditInterval    time.Duration `split_words:"true" default:"1500ms"`
-	UpdateBudget    int           `split_words:"true" default:"50"`
-	UploadThreshold int           `split_words:"true" default:"12000"`
+	BotToken        string
+	AppToken        string
+	SigningSecret   string
+	Mode            string
+	ListenAddr      string
+	AllowedChannels []string
+	AllowedUsers    []string
+	Approvers       []string
+	RequireMention  bool
+	APIBase         string
+	EditInterval    time.Duration
+	UpdateBudget    int
+	UploadThreshold int
 }
 
 // Discord configures the Discord front end. It is enabled when Token is set.
+// A zero EditInterval takes the adapter's default.
 type Discord struct {
-	Token           string        `split_words:"true"`
-	AppID           string        `split_words:"true"`
-	GuildID         string        `split_words:"true"`
-	AllowedGuilds   []string      `split_words:"true"`
-	AllowedChannels []string      `split_words:"true"`
-	AllowedUsers    []string      `split_words:"true"`
-	AllowedRoles    []string      `split_words:"true"`
-	ApproverRoles   []string      `split_words:"true"`
-	MessageContent  bool          `split_words:"true" default:"true"`
-	EditInterval    time.Duration `split_words:"true" default:"1s"`
-	APIBase         string        `split_words:"true"`
+	Token           string
+	AppID           string
+	GuildID         string
+	AllowedGuilds   []string
+	AllowedChannels []string
+	AllowedUsers    []string
+	AllowedRoles    []string
+	ApproverRoles   []string
+	MessageContent  bool
+	EditInterval    time.Duration
+	APIBase         string
 }
 
 // Dev configures cmd/dev's embedded Temporal server.
 type Dev struct {
 	// DataDir holds the SQLite database, workspaces and snapshots.
-	DataDir string `split_words:"true"`
+	DataDir string
 	// TemporalPort is the embedded frontend port.
-	TemporalPort int `split_words:"true" default:"7233"`
+	TemporalPort int
 	// UIPort serves the Temporal UI when it is built in (0: off).
-	UIPort int `split_words:"true" default:"8233"`
+	UIPort int
 }
 
-// Load reads the environment. It fails only on values that cannot be
-// parsed; call Validate for what each binary needs.
-func Load() (*Config, error) {
-	var c Config
-	if err := envconfig.Process(Prefix, &c); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+// Load reads every registered variable from the environment. An unset or
+// empty variable takes its default. A value that cannot be parsed leaves
+// the field at its default and is kept as a problem, which Validate reports
+// together with every other one, so one start-up shows everything to fix.
+func Load() *Config {
+	return load(os.LookupEnv)
+}
+
+func load(lookup func(string) (string, bool)) *Config {
+	c := &Config{problems: map[string]string{}}
+	for _, v := range registry {
+		if v.field == nil {
+			continue
+		}
+		raw, ok := lookup(v.Name)
+		if !ok || raw == "" {
+			raw = v.Default
+		}
+		if raw == "" {
+			continue
+		}
+		if msg := parseInto(v.field(c), raw); msg != "" {
+			c.problems[v.Name] = msg
+			if v.Default != "" {
+				_ = parseInto(v.field(c), v.Default)
+			}
+		}
 	}
 	c.applyDerived()
-	return &c, nil
+	return c
 }
 
+// applyDerived fills defaults that depend on other settings or the host.
 func (c *Config) applyDerived() {
 	if c.Dev.DataDir == "" {
 		if home, err := os.UserHomeDir(); err == nil && home != "" {
@@ -193,114 +247,15 @@ func (c *Config) applyDerived() {
 	}
 }
 
-// Role says which binary is validating.
-type Role int
-
-// Roles.
-const (
-	RoleWorker Role = 1 << iota
-	RoleBot
-	RoleDev = RoleWorker | RoleBot
-)
-
-// KnownBackends are the backend names sandbot implements.
-var KnownBackends = []string{"local", "docker", "daytona", "e2b"}
-
-func env(name string) string { return Prefix + "_" + name }
-
-// Validate checks the sections a role uses and returns every problem at
-// once, each naming its variable.
-func (c *Config) Validate(role Role) error {
-	var errs []error
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", env(name), fmt.Sprintf(format, args...)))
-	}
-	if c.Temporal.Address == "" && role != RoleDev {
-		bad("TEMPORAL_ADDRESS", "is empty; set host:port of the Temporal frontend")
-	}
-	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("LOG_LEVEL", "%q is not a log level; use debug, info, warn or error", c.LogLevel)
-	}
-	if role&RoleWorker != 0 {
-		if c.Model.BaseURL == "" {
-			bad("MODEL_BASE_URL", "is not set; set the OpenAI-compatible endpoint, e.g. https://api.openai.com/v1 or http://localhost:11434/v1")
-		} else if u, err := url.Parse(c.Model.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("MODEL_BASE_URL", "%q is not an http(s) URL", c.Model.BaseURL)
-		}
-		if c.Model.Name == "" {
-			bad("MODEL_NAME", "is not set; set the model to use, e.g. gpt-4o-mini or llama3.1")
-		}
-		if c.Model.Timeout <= 0 {
-			bad("MODEL_TIMEOUT", "must be positive, got %s", c.Model.Timeout)
-		}
-		if c.Model.Attempts < 1 {
-			bad("MODEL_ATTEMPTS", "must be at least 1, got %d", c.Model.Attempts)
-		}
-		if len(c.Sandbox.Backends) == 0 {
-			bad("SANDBOX_BACKENDS", "is empty; allowed: %s", strings.Join(KnownBackends, ", "))
-		}
-		for _, b := range c.Sandbox.Backends {
-			if !slices.Contains(KnownBackends, b) {
-				bad("SANDBOX_BACKENDS", "%q is not a backend; allowed: %s", b, strings.Join(KnownBackends, ", "))
-			}
-		}
-		if !strings.HasPrefix(c.Sandbox.SnapshotURL, "file://") && !strings.HasPrefix(c.Sandbox.SnapshotURL, "s3://") {
-			bad("SANDBOX_SNAPSHOT_URL", "%q is not supported; use file:///path or s3://bucket?region=...", c.Sandbox.SnapshotURL)
-		}
-	}
-	if !slices.Contains(KnownBackends, c.Sandbox.Default) {
-		bad("SANDBOX_DEFAULT", "%q is not a backend; allowed: %s", c.Sandbox.Default, strings.Join(KnownBackends, ", "))
-	}
-	switch session.ApprovalMode(c.Session.ApprovalMode) {
-	case session.ApproveNever, session.ApproveAlways, session.ApproveUnlessReadOnly:
-	default:
-		bad("SESSION_APPROVAL_MODE", "%q is not an approval mode; allowed: never, always, unless-readonly", c.Session.ApprovalMode)
-	}
-	durations := []struct {
-		name string
-		d    time.Duration
-		zero bool
-	}{
-		{"SESSION_APPROVAL_TIMEOUT", c.Session.ApprovalTimeout, false},
-		{"SESSION_COMMAND_TIMEOUT", c.Session.CommandTimeout, false},
-		{"SESSION_MAX_COMMAND_TIMEOUT", c.Session.MaxCommandTimeout, false},
-		{"SESSION_EXEC_HEARTBEAT", c.Session.ExecHeartbeat, false},
-		{"SESSION_IDLE_SUSPEND", c.Session.IdleSuspend, true},
-	}
-	for _, d := range durations {
-		if d.d < 0 || (d.d == 0 && !d.zero) {
-			allowed := "a positive duration such as 90s or 10m"
-			if d.zero {
-				allowed = "0 (off) or a positive duration such as 30m"
-			}
-			bad(d.name, "%s is not allowed; use %s", d.d, allowed)
-		}
-	}
-	if c.Session.CommandTimeout > c.Session.MaxCommandTimeout && c.Session.MaxCommandTimeout > 0 {
-		bad("SESSION_COMMAND_TIMEOUT", "%s exceeds SANDBOT_SESSION_MAX_COMMAND_TIMEOUT (%s)", c.Session.CommandTimeout, c.Session.MaxCommandTimeout)
-	}
-	if c.Session.MaxToolCalls < 1 {
-		bad("SESSION_MAX_TOOL_CALLS", "must be at least 1, got %d", c.Session.MaxToolCalls)
-	}
-	if c.Session.HistoryLimit < 1<<20 {
-		bad("SESSION_HISTORY_LIMIT", "must be at least 1048576 bytes, got %d", c.Session.HistoryLimit)
-	}
-	if role&RoleBot != 0 {
-		errs = append(errs, c.validateSlack()...)
-		errs = append(errs, c.validateDiscord()...)
-	}
-	return errors.Join(errs...)
-}
-
-// SessionSettings are the workflow settings new sessions start with.
-func (c *Config) SessionSettings() session.Settings {
-	return session.Settings{
+// SessionPolicy is the worker's session policy: how sessions ask for
+// approval, how long commands and model calls may take, and when a session
+// continues as new or suspends its sandbox. Who may approve, which
+// backends exist and whether sessions are indexed are not policy: the bot
+// knows those (see SessionSettings).
+func (c *Config) SessionPolicy() session.Policy {
+	return session.Policy{
 		ApprovalMode:      session.ApprovalMode(c.Session.ApprovalMode),
 		ApprovalTimeout:   c.Session.ApprovalTimeout,
-		Approvers:         append(append([]string(nil), c.Session.Approvers...), c.Slack.Approvers...),
-		ApproverRoles:     c.Discord.ApproverRoles,
 		MaxToolCalls:      c.Session.MaxToolCalls,
 		CommandTimeout:    c.Session.CommandTimeout,
 		MaxCommandTimeout: c.Session.MaxCommandTimeout,
@@ -311,3 +266,20 @@ func (c *Config) SessionSettings() session.Settings {
 		IdleSuspend:       c.Session.IdleSuspend,
 	}
 }
+
+// SessionSettings are the settings the bot sends when it starts a session:
+// who may approve, plus (until every worker supplies its own policy) the
+// policy from the bot's environment.
+func (c *Config) SessionSettings() session.Settings {
+	return session.Settings{
+		Policy:        c.SessionPolicy(),
+		Approvers:     append(append([]string(nil), c.Session.Approvers...), c.Slack.Approvers...),
+		ApproverRoles: append([]string(nil), c.Discord.ApproverRoles...),
+	}
+}
+
+// SlackEnabled reports whether the Slack front end is configured.
+func (c *Config) SlackEnabled() bool { return c.Slack.BotToken != "" }
+
+// DiscordEnabled reports whether the Discord front end is configured.
+func (c *Config) DiscordEnabled() bool { return c.Discord.Token != "" }

@@ -4,48 +4,70 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbot/sandbot/session"
 )
 
-// setenv sets a minimal valid worker environment plus overrides.
-func setenv(t *testing.T, kv ...string) {
+// env is a fake environment: a minimal valid worker environment plus
+// overrides (an override with value "" unsets the variable).
+func env(t *testing.T, kv ...string) func(string) (string, bool) {
 	t.Helper()
-	base := map[string]string{
+	m := map[string]string{
 		"SANDBOT_MODEL_BASE_URL": "http://127.0.0.1:1/v1",
 		"SANDBOT_MODEL_NAME":     "test-model",
 		"SANDBOT_DEV_DATA_DIR":   t.TempDir(),
 	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		base[kv[i]] = kv[i+1]
+	if len(kv)%2 != 0 {
+		t.Fatalf("env: odd number of arguments %q", kv)
 	}
-	for k, v := range base {
-		t.Setenv(k, v)
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
 	}
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
-func load(t *testing.T) *Config {
+func loadEnv(t *testing.T, kv ...string) *Config {
 	t.Helper()
-	c, err := Load()
-	if err != nil {
-		t.Fatalf("Load: %v", err)
-	}
-	return c
+	return load(env(t, kv...))
 }
 
 func TestDefaultsValidate(t *testing.T) {
-	setenv(t)
-	c := load(t)
-	if err := c.Validate(RoleDev); err != nil {
-		t.Fatalf("valid config rejected: %v", err)
+	c := loadEnv(t)
+	for _, role := range []Role{RoleWorker, RoleBot, RoleDev} {
+		if err := c.Validate(role); err != nil {
+			t.Fatalf("valid config rejected for %s: %v", role, err)
+		}
 	}
-	if c.Session.ApprovalMode != "unless-readonly" || c.Session.ApprovalTimeout != 30*time.Minute {
+	if c.Session.ApprovalMode != string(session.ApproveUnlessReadOnly) || c.Session.ApprovalTimeout != session.DefaultApprovalTimeout {
 		t.Errorf("defaults: mode %q timeout %s", c.Session.ApprovalMode, c.Session.ApprovalTimeout)
 	}
 	if !strings.HasPrefix(c.Sandbox.SnapshotURL, "file://") || !strings.Contains(c.Sandbox.LocalRoot, "workspaces") {
 		t.Errorf("derived paths: snapshot %q root %q", c.Sandbox.SnapshotURL, c.Sandbox.LocalRoot)
 	}
+	want := session.Policy{
+		ApprovalMode: session.ApproveUnlessReadOnly, ApprovalTimeout: session.DefaultApprovalTimeout,
+		MaxToolCalls: session.DefaultMaxToolCalls, CommandTimeout: session.DefaultCommandTimeout,
+		MaxCommandTimeout: session.DefaultMaxCommandTimeout, HistoryLimitBytes: session.DefaultHistoryLimitBytes,
+		ExecHeartbeat: session.DefaultExecHeartbeat, ModelTimeout: session.DefaultModelTimeout,
+		ModelAttempts: session.DefaultModelAttempts, IdleSuspend: DefaultIdleSuspend,
+	}
+	if got := c.SessionPolicy(); got != want {
+		t.Errorf("policy:\n got %+v\nwant %+v", got, want)
+	}
+	if !c.Discord.MessageContent || c.ConsoleUser == "" {
+		t.Errorf("message content %v, console user %q", c.Discord.MessageContent, c.ConsoleUser)
+	}
+}
+
+func TestSessionSettingsAddApprovers(t *testing.T) {
+	c := loadEnv(t, "SANDBOT_SESSION_APPROVERS", "U1, U2", "SANDBOT_SLACK_APPROVERS", "U3",
+		"SANDBOT_DISCORD_APPROVER_ROLES", "9000000000000000001", "SANDBOT_SESSION_MAX_TOOL_CALLS", "7")
 	s := c.SessionSettings()
-	if s.MaxToolCalls != 50 || s.CommandTimeout != 2*time.Minute {
-		t.Errorf("session settings: %+v", s)
+	if strings.Join(s.Approvers, ",") != "U1,U2,U3" || len(s.ApproverRoles) != 1 || s.MaxToolCalls != 7 {
+		t.Fatalf("settings: %+v", s)
+	}
+	if s.Backends != nil || s.Indexed {
+		t.Fatalf("the bot fills backends and indexing: %+v", s)
 	}
 }
 
@@ -60,41 +82,129 @@ func TestValidationNamesTheVariable(t *testing.T) {
 		{"missing model", []string{"SANDBOT_MODEL_NAME", ""}, RoleWorker, "SANDBOT_MODEL_NAME", "is not set"},
 		{"missing base url", []string{"SANDBOT_MODEL_BASE_URL", ""}, RoleWorker, "SANDBOT_MODEL_BASE_URL", "is not set"},
 		{"bad base url", []string{"SANDBOT_MODEL_BASE_URL", "ftp://x"}, RoleWorker, "SANDBOT_MODEL_BASE_URL", "not an http(s) URL"},
-		{"unknown approval mode", []string{"SANDBOT_SESSION_APPROVAL_MODE", "sometimes"}, RoleWorker, "SANDBOT_SESSION_APPROVAL_MODE", "allowed: never, always, unless-readonly"},
+		{"unknown approval mode", []string{"SANDBOT_SESSION_APPROVAL_MODE", "sometimes"}, RoleWorker, "SANDBOT_SESSION_APPROVAL_MODE", "use never, always or unless-readonly"},
 		{"negative timeout", []string{"SANDBOT_SESSION_COMMAND_TIMEOUT", "-5s"}, RoleWorker, "SANDBOT_SESSION_COMMAND_TIMEOUT", "positive duration"},
+		{"command above max", []string{"SANDBOT_SESSION_COMMAND_TIMEOUT", "20m", "SANDBOT_SESSION_MAX_COMMAND_TIMEOUT", "10m"}, RoleWorker, "SANDBOT_SESSION_COMMAND_TIMEOUT", "exceeds SANDBOT_SESSION_MAX_COMMAND_TIMEOUT"},
+		{"max above ceiling", []string{"SANDBOT_SESSION_MAX_COMMAND_TIMEOUT", "45m"}, RoleWorker, "SANDBOT_SESSION_MAX_COMMAND_TIMEOUT", "use a positive duration up to 30m"},
 		{"negative idle", []string{"SANDBOT_SESSION_IDLE_SUSPEND", "-1m"}, RoleWorker, "SANDBOT_SESSION_IDLE_SUSPEND", "0 (off)"},
 		{"unknown backend", []string{"SANDBOT_SANDBOX_BACKENDS", "local,vm"}, RoleWorker, "SANDBOT_SANDBOX_BACKENDS", `"vm" is not a backend`},
-		{"slack token prefix", []string{"SANDBOT_SLACK_BOT_TOKEN", "xoxp-1", "SANDBOT_SLACK_APP_TOKEN", "xapp-1"}, RoleBot, "SANDBOT_SLACK_BOT_TOKEN", "xoxb-"},
+		{"default not served", []string{"SANDBOT_SANDBOX_DEFAULT", "docker"}, RoleBot, "SANDBOT_SANDBOX_DEFAULT", "not in SANDBOT_SANDBOX_BACKENDS"},
+		{"docker as root", []string{"SANDBOT_SANDBOX_BACKENDS", "local,docker", "SANDBOT_DOCKER_USER", "0:0"}, RoleWorker, "SANDBOT_DOCKER_USER", "is root"},
+		{"docker host network", []string{"SANDBOT_SANDBOX_BACKENDS", "docker", "SANDBOT_SANDBOX_DEFAULT", "docker", "SANDBOT_DOCKER_NETWORK", "host"}, RoleWorker, "SANDBOT_DOCKER_NETWORK", "use none, bridge"},
+		{"docker memory", []string{"SANDBOT_SANDBOX_BACKENDS", "local,docker", "SANDBOT_DOCKER_MEMORY", "1m"}, RoleWorker, "SANDBOT_DOCKER_MEMORY", "at least 6m"},
+		{"slack token prefix", []string{"SANDBOT_SLACK_BOT_TOKEN", "xoxp-1-secretpart", "SANDBOT_SLACK_APP_TOKEN", "xapp-1"}, RoleBot, "SANDBOT_SLACK_BOT_TOKEN", "starts with xoxp-; use a token that starts with xoxb-"},
 		{"slack socket needs app token", []string{"SANDBOT_SLACK_BOT_TOKEN", "xoxb-1"}, RoleBot, "SANDBOT_SLACK_APP_TOKEN", "Socket Mode"},
 		{"slack http needs secret", []string{"SANDBOT_SLACK_BOT_TOKEN", "xoxb-1", "SANDBOT_SLACK_MODE", "http"}, RoleBot, "SANDBOT_SLACK_SIGNING_SECRET", "signing secret"},
-		{"discord app id", []string{"SANDBOT_DISCORD_TOKEN", "abc", "SANDBOT_DISCORD_APP_ID", "x1"}, RoleBot, "SANDBOT_DISCORD_APP_ID", "snowflake"},
+		{"slack mode", []string{"SANDBOT_SLACK_BOT_TOKEN", "xoxb-1", "SANDBOT_SLACK_MODE", "websocket"}, RoleBot, "SANDBOT_SLACK_MODE", "use socket"},
+		{"slack api base", []string{"SANDBOT_SLACK_BOT_TOKEN", "xoxb-1", "SANDBOT_SLACK_APP_TOKEN", "xapp-1", "SANDBOT_SLACK_API_BASE", "http://127.0.0.1:9/api"}, RoleBot, "SANDBOT_SLACK_API_BASE", "does not end in /"},
+		{"slack edit interval", []string{"SANDBOT_SLACK_BOT_TOKEN", "xoxb-1", "SANDBOT_SLACK_APP_TOKEN", "xapp-1", "SANDBOT_SLACK_EDIT_INTERVAL", "10ms"}, RoleBot, "SANDBOT_SLACK_EDIT_INTERVAL", "use at least 100ms"},
+		{"slack budget", []string{"SANDBOT_SLACK_BOT_TOKEN", "xoxb-1", "SANDBOT_SLACK_APP_TOKEN", "xapp-1", "SANDBOT_SLACK_UPDATE_BUDGET", "1000"}, RoleBot, "SANDBOT_SLACK_UPDATE_BUDGET", "use 1 to 600"},
+		{"slack threshold", []string{"SANDBOT_SLACK_BOT_TOKEN", "xoxb-1", "SANDBOT_SLACK_APP_TOKEN", "xapp-1", "SANDBOT_SLACK_UPLOAD_THRESHOLD", "10"}, RoleBot, "SANDBOT_SLACK_UPLOAD_THRESHOLD", "at least 1000"},
+		{"slack names instead of IDs", []string{"SANDBOT_SLACK_BOT_TOKEN", "xoxb-1", "SANDBOT_SLACK_APP_TOKEN", "xapp-1", "SANDBOT_SLACK_APPROVERS", "@alice"}, RoleBot, "SANDBOT_SLACK_APPROVERS", `"@alice"`},
+		{"discord app id", []string{"SANDBOT_DISCORD_TOKEN", "abc", "SANDBOT_DISCORD_APP_ID", "x1"}, RoleBot, "SANDBOT_DISCORD_APP_ID", "not a Discord ID"},
+		{"discord Bot prefix", []string{"SANDBOT_DISCORD_TOKEN", "Bot abc"}, RoleBot, "SANDBOT_DISCORD_TOKEN", "use the bare token"},
+		{"discord token shape", []string{"SANDBOT_DISCORD_TOKEN", "hunter2"}, RoleBot, "SANDBOT_DISCORD_TOKEN", "does not look like a bot token"},
+		{"discord guild not allowed", []string{"SANDBOT_DISCORD_APP_ID", "1000000000000000001", "SANDBOT_DISCORD_GUILD_ID", "4000000000000000001", "SANDBOT_DISCORD_ALLOWED_GUILDS", "4000000000000000002"}, RoleBot, "SANDBOT_DISCORD_GUILD_ID", "not in SANDBOT_DISCORD_ALLOWED_GUILDS"},
+		{"discord edit interval", []string{"SANDBOT_DISCORD_APP_ID", "1000000000000000001", "SANDBOT_DISCORD_EDIT_INTERVAL", "100ms"}, RoleBot, "SANDBOT_DISCORD_EDIT_INTERVAL", "use 250ms or more"},
 		{"log level", []string{"SANDBOT_LOG_LEVEL", "loud"}, RoleBot, "SANDBOT_LOG_LEVEL", "debug, info, warn or error"},
+		{"metrics addr", []string{"SANDBOT_METRICS_ADDR", "9090"}, RoleWorker, "SANDBOT_METRICS_ADDR", "not host:port"},
+		{"dev ports", []string{"SANDBOT_DEV_UI_PORT", "7233"}, RoleDev, "SANDBOT_DEV_UI_PORT", "a port of its own"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			setenv(t, tc.env...)
-			err := load(t).Validate(tc.role)
+			err := loadEnv(t, tc.env...).Validate(tc.role)
 			if err == nil {
 				t.Fatalf("want an error naming %s", tc.wantVar)
 			}
-			if !strings.Contains(err.Error(), tc.wantVar) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %q should name %s and say %q", err, tc.wantVar, tc.want)
+			var line string
+			for _, l := range strings.Split(err.Error(), "\n") {
+				if strings.HasPrefix(l, tc.wantVar+": ") && strings.Contains(l, tc.want) {
+					line = l
+				}
+			}
+			if line == "" {
+				t.Fatalf("no line %q...%q in:\n%s", tc.wantVar+": ", tc.want, err)
+			}
+			if !strings.Contains(line, "; use") && !strings.Contains(line, "use ") {
+				t.Errorf("%q does not say what to use", line)
+			}
+			if strings.Contains(err.Error(), "secretpart") {
+				t.Errorf("the error repeats a secret: %v", err)
 			}
 		})
 	}
 }
 
-func TestUnparsableValue(t *testing.T) {
-	setenv(t, "SANDBOT_SESSION_MAX_TOOL_CALLS", "lots")
-	_, err := Load()
-	if err == nil || !strings.Contains(err.Error(), "SANDBOT_SESSION_MAX_TOOL_CALLS") {
-		t.Fatalf("want parse error naming the variable, got %v", err)
+// TestMalformedValuesReportedWithOthers: a value that does not parse is
+// reported in the same wording as every other problem, together with an
+// unrelated one, not instead of it.
+func TestMalformedValuesReportedWithOthers(t *testing.T) {
+	cases := []struct {
+		kind, name, value, want string
+	}{
+		{"duration", "SANDBOT_MODEL_TIMEOUT", "abc", `SANDBOT_MODEL_TIMEOUT: "abc" is not a duration; use a number with a unit, such as 90s, 5m or 1h30m`},
+		{"int", "SANDBOT_SESSION_MAX_TOOL_CALLS", "lots", `SANDBOT_SESSION_MAX_TOOL_CALLS: "lots" is not a whole number; use digits only`},
+		{"bool", "SANDBOT_MODEL_STREAM", "maybe", `SANDBOT_MODEL_STREAM: "maybe" is not a boolean; use true or false`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.kind, func(t *testing.T) {
+			c := loadEnv(t, tc.name, tc.value, "SANDBOT_MODEL_NAME", "", "SANDBOT_LOG_LEVEL", "loud")
+			err := c.Validate(RoleWorker)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			msg := err.Error()
+			for _, want := range []string{tc.want, "SANDBOT_MODEL_NAME: is not set; use", `SANDBOT_LOG_LEVEL: "loud" is not a log level; use`} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("error lacks %q:\n%s", want, msg)
+				}
+			}
+			if n := strings.Count(msg, tc.name+":"); n != 1 {
+				t.Errorf("%s reported %d times:\n%s", tc.name, n, msg)
+			}
+		})
+	}
+}
+
+func TestMalformedValueOfAnotherProcessIsNotItsProblem(t *testing.T) {
+	c := loadEnv(t, "SANDBOT_MODEL_TIMEOUT", "abc", "SANDBOT_SLACK_EDIT_INTERVAL", "soon")
+	if err := c.Validate(RoleBot); err == nil || strings.Contains(err.Error(), "MODEL") || !strings.Contains(err.Error(), "SANDBOT_SLACK_EDIT_INTERVAL") {
+		// The Slack interval is checked even with Slack off: it did not parse.
+		t.Fatalf("bot: %v", err)
+	}
+	if err := c.Validate(RoleWorker); err == nil || strings.Contains(err.Error(), "SLACK") {
+		t.Fatalf("worker: %v", err)
+	}
+	if c.Model.Timeout != session.DefaultModelTimeout {
+		t.Fatalf("a malformed value keeps the default, got %s", c.Model.Timeout)
 	}
 }
 
 func TestWorkerDoesNotNeedChatTokens(t *testing.T) {
-	setenv(t)
-	if err := load(t).Validate(RoleWorker); err != nil {
+	if err := loadEnv(t, "SANDBOT_SLACK_BOT_TOKEN", "nonsense").Validate(RoleWorker); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestBotDoesNotNeedTheModel(t *testing.T) {
+	c := loadEnv(t, "SANDBOT_MODEL_BASE_URL", "", "SANDBOT_MODEL_NAME", "", "SANDBOT_SESSION_MAX_COMMAND_TIMEOUT", "2h")
+	if err := c.Validate(RoleBot); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(RoleWorker); err == nil || !strings.Contains(err.Error(), "SANDBOT_SESSION_MAX_COMMAND_TIMEOUT") {
+		t.Fatalf("the worker reads the policy: %v", err)
+	}
+}
+
+func TestListsAndSizes(t *testing.T) {
+	c := loadEnv(t, "SANDBOT_SANDBOX_BACKENDS", " local , docker,,", "SANDBOT_DOCKER_MEMORY", "1.5g")
+	if strings.Join(c.Sandbox.Backends, "|") != "local|docker" {
+		t.Errorf("backends %q", c.Sandbox.Backends)
+	}
+	if c.Docker.Memory != 3<<29 {
+		t.Errorf("memory %d", c.Docker.Memory)
+	}
+	if got := durationText(90 * time.Minute); got != "1h30m" {
+		t.Errorf("durationText = %s", got)
 	}
 }

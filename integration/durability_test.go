@@ -231,10 +231,7 @@ func TestDevServerRestartKeepsSession(t *testing.T) {
 	dir := t.TempDir()
 	model := fakeopenai.New()
 	defer model.Close()
-	cfg, err := config.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := config.Load()
 	cfg.Model.BaseURL, cfg.Model.Name = model.URL(), "fake"
 	cfg.Sandbox.LocalRoot = filepath.Join(dir, "ws")
 	cfg.Sandbox.SnapshotURL = "file://" + filepath.Join(dir, "snap")

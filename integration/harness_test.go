@@ -88,10 +88,7 @@ func newStack(t testing.TB, opts ...stackOption) *stack {
 	model := fakeopenai.New()
 	t.Cleanup(model.Close)
 
-	cfg, err := config.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := config.Load()
 	dir := t.TempDir()
 	cfg.Temporal.TaskQueue = "it-" + nonWord.ReplaceAllString(t.Name(), "-")
 	cfg.Temporal.Namespace = srv.Namespace()

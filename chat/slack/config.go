@@ -3,7 +3,6 @@ package slack
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 )
@@ -37,51 +36,51 @@ const (
 const ForkShortcut = "fork_session"
 
 // Config configures the Slack adapter. Zero values take the documented
-// defaults. The environment variable each field is read from (by package
-// config) is named in its comment and in Validate's messages.
+// defaults. The bot's assembly fills it from package config, which reads
+// and validates the environment; Validate here only catches programming
+// errors, so its messages name fields, not environment variables.
 type Config struct {
-	// BotToken is the bot user OAuth token, xoxb-… (SANDBOT_SLACK_BOT_TOKEN).
+	// BotToken is the bot user OAuth token, xoxb-….
 	BotToken string
 	// AppToken is the app-level token with connections:write, xapp-…,
-	// needed in Socket Mode (SANDBOT_SLACK_APP_TOKEN).
+	// needed in Socket Mode.
 	AppToken string
-	// SigningSecret verifies HTTP-mode requests (SANDBOT_SLACK_SIGNING_SECRET).
+	// SigningSecret verifies HTTP-mode requests.
 	SigningSecret string
-	// Mode is "socket" (default) or "http" (SANDBOT_SLACK_MODE).
+	// Mode is "socket" (default) or "http".
 	Mode Mode
-	// ListenAddr is the HTTP-mode listen address, default ":3000"
-	// (SANDBOT_SLACK_LISTEN_ADDR). Requests go to /slack/events,
-	// /slack/commands and /slack/interactivity.
+	// ListenAddr is the HTTP-mode listen address, default ":3000".
+	// Requests go to /slack/events, /slack/commands and
+	// /slack/interactivity.
 	ListenAddr string
 	// AllowedChannels, if set, are the only channel IDs where sessions may
-	// start (SANDBOT_SLACK_ALLOWED_CHANNELS). DMs count as channels.
+	// start. DMs count as channels.
 	AllowedChannels []string
-	// AllowedUsers, if set, are the only user IDs who may use the bot
-	// (SANDBOT_SLACK_ALLOWED_USERS).
+	// AllowedUsers, if set, are the only user IDs who may use the bot.
 	AllowedUsers []string
 	// Approvers are user IDs who may decide any approval, in addition to a
-	// session's owner (SANDBOT_SLACK_APPROVERS); messages from them carry
-	// chat.Message.Admin. The lead passes them to session.Settings too.
+	// session's owner; messages from them carry chat.Message.Admin. The
+	// same IDs go into the session's settings.
 	Approvers []string
 	// RequireMention makes replies in a session thread need a mention to
-	// reach the session (SANDBOT_SLACK_REQUIRE_MENTION). DMs never need one.
+	// reach the session. DMs never need one.
 	RequireMention bool
 	// APIURL overrides Slack's Web API base, for example a fake's
-	// "http://127.0.0.1:PORT/api/" (SANDBOT_SLACK_API_URL). It must end in
-	// "/" because the client appends method names to it.
+	// "http://127.0.0.1:PORT/api/". It must end in "/" because the client
+	// appends method names to it.
 	APIURL string
 	// EditInterval is the least time between two edits of one message,
-	// default 1.5 s (SANDBOT_SLACK_EDIT_INTERVAL).
+	// default 1.5 s.
 	EditInterval time.Duration
 	// UpdateBudgetPerMinute caps chat.update calls per minute across the
-	// workspace, default 50 (Slack's Tier 3) (SANDBOT_SLACK_UPDATE_BUDGET).
+	// workspace, default 50 (Slack's Tier 3).
 	UpdateBudgetPerMinute int
 	// FileUploadThreshold is the answer length in characters beyond which
 	// the full answer is uploaded as a file with a summary message,
-	// default 12,000 (SANDBOT_SLACK_FILE_UPLOAD_THRESHOLD).
+	// default 12,000.
 	FileUploadThreshold int
 	// SlashCommand is the registered channel-level command, default
-	// "/sandbot" (SANDBOT_SLACK_SLASH_COMMAND).
+	// "/sandbot" (as in deploy/slack-app-manifest.yaml).
 	SlashCommand string
 }
 
@@ -108,74 +107,38 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports every problem with the configuration, each naming the
-// environment variable to fix and what is allowed. Secrets are never
-// echoed: a malformed token is described by its prefix only.
+// Validate reports a configuration the adapter cannot run with: missing
+// credentials for the mode, an unknown mode, negative limits, a malformed
+// API URL or slash command. Operators' mistakes are caught earlier, by
+// package config, with the variable to fix; these are programming errors.
+// Secrets are never echoed.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("slack: "+format, a...)) }
-	token := func(v, env, prefix, what string) {
-		switch {
-		case v == "":
-			bad("%s is not set: set it to the %s (it starts with %q)", env, what, prefix)
-		case !strings.HasPrefix(v, prefix):
-			bad("%s does not look like a %s: it must start with %q, got %s", env, what, prefix, safePrefix(v))
-		case strings.TrimSpace(v) != v:
-			bad("%s has leading or trailing white space", env)
-		}
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("slack: config: "+format, a...)) }
+	if c.BotToken == "" {
+		bad("BotToken is empty")
 	}
-	token(c.BotToken, "SANDBOT_SLACK_BOT_TOKEN", "xoxb-", "bot user OAuth token")
 	switch c.Mode {
 	case ModeSocket:
-		token(c.AppToken, "SANDBOT_SLACK_APP_TOKEN", "xapp-", "app-level token (with connections:write) that Socket Mode needs")
+		if c.AppToken == "" {
+			bad("AppToken is empty; Socket Mode needs an app-level token")
+		}
 	case ModeHTTP:
 		if c.SigningSecret == "" {
-			bad("SANDBOT_SLACK_SIGNING_SECRET is not set: HTTP mode verifies every request with the app's signing secret (Basic Information → App Credentials)")
-		}
-		if c.ListenAddr == "" || !strings.Contains(c.ListenAddr, ":") {
-			bad("SANDBOT_SLACK_LISTEN_ADDR %q is not a listen address like \":3000\" or \"127.0.0.1:3000\"", c.ListenAddr)
+			bad("SigningSecret is empty; HTTP mode verifies every request with it")
 		}
 	default:
-		bad("SANDBOT_SLACK_MODE is %q: use \"socket\" (default, no public URL needed) or \"http\"", c.Mode)
+		bad("Mode %q is neither %q nor %q", c.Mode, ModeSocket, ModeHTTP)
 	}
-	if c.APIURL != "" {
-		u, err := url.Parse(c.APIURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !strings.HasSuffix(c.APIURL, "/") {
-			bad("SANDBOT_SLACK_API_URL %q must be an http(s) URL ending in \"/\", like \"https://slack.com/api/\"", c.APIURL)
-		}
+	if c.APIURL != "" && !strings.HasSuffix(c.APIURL, "/") {
+		bad("APIURL %q must end in \"/\"", c.APIURL)
 	}
-	if c.EditInterval < 0 || (c.EditInterval > 0 && c.EditInterval < 100*time.Millisecond) {
-		bad("SANDBOT_SLACK_EDIT_INTERVAL is %v: use at least 100ms (Slack throttles faster edits; default 1.5s)", c.EditInterval)
-	}
-	if c.UpdateBudgetPerMinute < 1 || c.UpdateBudgetPerMinute > 600 {
-		bad("SANDBOT_SLACK_UPDATE_BUDGET is %d: use 1 to 600 chat.update calls per minute (Slack's Tier 3 allows about 50)", c.UpdateBudgetPerMinute)
-	}
-	if c.FileUploadThreshold < 1000 {
-		bad("SANDBOT_SLACK_FILE_UPLOAD_THRESHOLD is %d: use at least 1000 characters (default 12000)", c.FileUploadThreshold)
+	if c.EditInterval < 0 || c.UpdateBudgetPerMinute < 0 || c.FileUploadThreshold < 0 {
+		bad("EditInterval, UpdateBudgetPerMinute and FileUploadThreshold must not be negative (zero means the default)")
 	}
 	if !strings.HasPrefix(c.SlashCommand, "/") || strings.ContainsAny(c.SlashCommand, " \t") {
-		bad("SANDBOT_SLACK_SLASH_COMMAND %q must be one word starting with \"/\", like \"/sandbot\"", c.SlashCommand)
-	}
-	for _, list := range []struct {
-		env string
-		ids []string
-	}{{"SANDBOT_SLACK_ALLOWED_CHANNELS", c.AllowedChannels}, {"SANDBOT_SLACK_ALLOWED_USERS", c.AllowedUsers}, {"SANDBOT_SLACK_APPROVERS", c.Approvers}} {
-		for _, id := range list.ids {
-			if id == "" || strings.ContainsAny(id, " \t<>@#") {
-				bad("%s contains %q: list Slack IDs such as C0123ABCD or U0123ABCD, comma-separated (not names or mentions)", list.env, id)
-			}
-		}
+		bad("SlashCommand %q must be one word starting with \"/\"", c.SlashCommand)
 	}
 	return errors.Join(errs...)
-}
-
-// safePrefix names a token's type prefix (such as "xoxp") without showing
-// any of the secret: only a short all-letter part before the first dash.
-func safePrefix(v string) string {
-	p, _, found := strings.Cut(v, "-")
-	if !found || len(p) > 5 || strings.Trim(p, "abcdefghijklmnopqrstuvwxyz") != "" {
-		return "(no token prefix)"
-	}
-	return p + "-"
 }

@@ -16,10 +16,7 @@ import (
 // the configuration for role, set up logging, and dial Temporal. The caller
 // closes the client.
 func Connect(ctx context.Context, role config.Role) (*config.Config, *slog.Logger, client.Client, error) {
-	cfg, err := config.Load()
-	if err != nil {
-		return nil, nil, nil, err
-	}
+	cfg := config.Load()
 	if err := cfg.Validate(role); err != nil {
 		return nil, nil, nil, fmt.Errorf("invalid configuration:\n%w", err)
 	}

@@ -34,10 +34,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.Load()
-	if err != nil {
-		return err
-	}
+	cfg := config.Load()
 	if *demo {
 		fake := fakeopenai.New()
 		defer fake.Close()
