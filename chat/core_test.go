@@ -45,7 +45,7 @@ func TestHandleMessageStartsSession(t *testing.T) {
 		},
 		TurnStateFn: (&script{states: []session.TurnState{done(1, 1, "hi")}}).next,
 	}
-	settings := session.Settings{ApprovalMode: session.ApproveUnlessReadOnly, MaxToolCalls: 7}
+	settings := session.Settings{Policy: session.Policy{ApprovalMode: session.ApproveUnlessReadOnly, MaxToolCalls: 7}}
 	c := newTestCore(t, f, newAutoClock(), func(cfg *CoreConfig) {
 		cfg.Start = StartDefaults{Settings: settings, Backend: "docker"}
 	})

@@ -130,7 +130,7 @@ func TestTemporalSendUsesUpdateWithStart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	in := session.SessionInput{Location: testThread, Owner: User{ID: "U1"}, Backend: "docker", Settings: session.Settings{MaxToolCalls: 9}}
+	in := session.SessionInput{Location: testThread, Owner: User{ID: "U1"}, Backend: "docker", Settings: session.Settings{Policy: session.Policy{MaxToolCalls: 9}}}
 	resp, err := s.Send(ctx, in, session.MessageRequest{EventID: "Ev1", User: User{ID: "U1"}, Text: "hi"})
 	if err != nil {
 		t.Fatal(err)

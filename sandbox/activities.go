@@ -264,6 +264,11 @@ func (a *Activities) CopySnapshot(ctx context.Context, req CopySnapshotRequest) 
 	if a.Store == nil {
 		return badRequest("sandbox: copy snapshot: no snapshot store configured")
 	}
+	// Housekeeping activities run with a heartbeat timeout (a dead host is
+	// noticed in minutes, not after StartToClose), so they must beat while
+	// they work, however long a large copy or delete takes.
+	stop := heartbeatWhileRunning(ctx, nil)
+	defer stop()
 	if err := a.Store.Copy(ctx, req.From, req.To); err != nil {
 		return classify("copy snapshot", err)
 	}
@@ -277,6 +282,11 @@ func (a *Activities) Destroy(ctx context.Context, req DestroyRequest) error {
 	if req.DeleteSnapshots && req.SessionID == "" {
 		return badRequest("sandbox: destroy: session_id is required to delete snapshots")
 	}
+	// Housekeeping activities run with a heartbeat timeout (a dead host is
+	// noticed in minutes, not after StartToClose), so they must beat while
+	// they work, however long a large copy or delete takes.
+	stop := heartbeatWhileRunning(ctx, nil)
+	defer stop()
 	if req.Handle != nil {
 		b, err := a.backend(req.Handle.Backend)
 		if err != nil {

@@ -10,9 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -393,5 +396,37 @@ func TestEnsureOnAnotherHostRestores(t *testing.T) {
 	}
 	if got := sandboxtest.Sh(t, hostB.local, res.Handle, "cat f"); got != "from-a\n" {
 		t.Errorf("restored workspace reads %q", got)
+	}
+}
+
+// Housekeeping activities run with a heartbeat timeout, so each must
+// heartbeat while it works (a long copy or delete would otherwise time out
+// and be retried while it still runs).
+func TestHousekeepingActivitiesHeartbeat(t *testing.T) {
+	f := newFixture(t)
+	var beats atomic.Int32
+	f.env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { beats.Add(1) })
+	h := f.ensure(t, sandbox.EnsureRequest{SessionID: "hk", Backend: local.Name}).Handle
+	sandboxtest.Sh(t, f.local, h, "echo x > f")
+	key := sandbox.SnapshotKey("hk", 1)
+	f.snapshot(t, sandbox.SnapshotRequest{Handle: h, Key: key})
+	calls := []struct {
+		name string
+		fn   any
+		arg  any
+	}{
+		{"CopySnapshot", f.acts.CopySnapshot, sandbox.CopySnapshotRequest{From: key, To: sandbox.SnapshotKey("hk-fork", 0)}},
+		{"Suspend", f.acts.Suspend, sandbox.SuspendRequest{Handle: h}},
+		{"DeleteSnapshots", f.acts.DeleteSnapshots, sandbox.DeleteSnapshotsRequest{Keys: []string{sandbox.SnapshotKey("hk-fork", 0)}}},
+		{"Destroy", f.acts.Destroy, sandbox.DestroyRequest{SessionID: "hk", Handle: &h, DeleteSnapshots: true}},
+	}
+	for _, c := range calls {
+		before := beats.Load()
+		if _, err := f.env.ExecuteActivity(c.fn, c.arg); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if beats.Load() == before {
+			t.Errorf("%s recorded no heartbeat", c.name)
+		}
 	}
 }

@@ -26,6 +26,11 @@ func (a *Activities) Suspend(ctx context.Context, req SuspendRequest) (SuspendRe
 	if err != nil {
 		return SuspendResult{}, err
 	}
+	// Housekeeping activities run with a heartbeat timeout (a dead host is
+	// noticed in minutes, not after StartToClose), so they must beat while
+	// they work, however long a large copy or delete takes.
+	stop := heartbeatWhileRunning(ctx, nil)
+	defer stop()
 	s, ok := b.(Suspender)
 	if !ok {
 		return SuspendResult{}, nil
@@ -56,6 +61,11 @@ func (a *Activities) DeleteSnapshots(ctx context.Context, req DeleteSnapshotsReq
 	if a.Store == nil {
 		return badRequest("sandbox: delete snapshots: no snapshot store configured")
 	}
+	// Housekeeping activities run with a heartbeat timeout (a dead host is
+	// noticed in minutes, not after StartToClose), so they must beat while
+	// they work, however long a large copy or delete takes.
+	stop := heartbeatWhileRunning(ctx, nil)
+	defer stop()
 	for _, k := range req.Keys {
 		if !strings.HasPrefix(k, "sessions/") || !strings.HasSuffix(k, ".tar") {
 			return badRequest("sandbox: delete snapshots: %q is not a snapshot key", k)

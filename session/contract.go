@@ -15,6 +15,7 @@ package session
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // WorkflowName is the registered name of the session workflow type.
@@ -35,6 +36,7 @@ const (
 	UpdateSetBackend  = "set_backend"
 	UpdateChatRef     = "chat_ref"
 	UpdateFork        = "fork"
+	UpdateClaimFinal  = "claim_final"
 
 	QueryTurnState = "turn_state"
 	QueryHistory   = "history"
@@ -212,6 +214,29 @@ type ChatRefRequest struct {
 
 // ChatRefResponse is empty.
 type ChatRefResponse struct{}
+
+// ClaimFinalRequest asks to be the one bot replica that posts a finished
+// turn's answer. Two replicas watching the same turn both ask; the workflow
+// grants one, so the answer is posted once.
+type ClaimFinalRequest struct {
+	Turn int `json:"turn"`
+	// Claimer identifies the bot replica (stable for its lifetime).
+	Claimer string `json:"claimer"`
+}
+
+// ClaimFinalResponse says whether the claimer may post.
+type ClaimFinalResponse struct {
+	Granted bool `json:"granted"`
+	// Holder is the replica that holds the claim when it is not granted.
+	Holder string `json:"holder,omitempty"`
+	// Posted is true when the answer was already posted (FinalRef is set).
+	Posted bool `json:"posted,omitempty"`
+}
+
+// FinalClaimTakeover is how long a claim without a posted answer holds
+// before another replica may take it over (its holder died between the
+// claim and the post).
+const FinalClaimTakeover = 2 * time.Minute
 
 // ForkRequest is the input of UpdateFork: copy this session into a new one.
 type ForkRequest struct {

@@ -12,15 +12,15 @@ const (
 	ApproveUnlessReadOnly ApprovalMode = "unless-readonly"
 )
 
-// Settings are the per-session knobs, fixed at start from the bot's and
-// worker's configuration and carried through continue-as-new.
-type Settings struct {
+// Policy is the part of a session's settings that the worker owns: what
+// needs approval, how long things may take, how much a turn may do. The
+// session takes it from the worker that starts its run (a local activity,
+// recorded in history, at session start and at every continue-as-new), so
+// two bot replicas with different environments cannot give sessions
+// different policies, and replay never depends on the environment.
+type Policy struct {
 	ApprovalMode    ApprovalMode  `json:"approval_mode"`
 	ApprovalTimeout time.Duration `json:"approval_timeout"`
-	// Approvers may decide approvals in addition to the owner.
-	Approvers []string `json:"approvers,omitempty"`
-	// ApproverRoles grant approval rights to holders of these roles.
-	ApproverRoles []string `json:"approver_roles,omitempty"`
 	// MaxToolCalls caps shell calls per turn.
 	MaxToolCalls int `json:"max_tool_calls"`
 	// CommandTimeout is the default per-command timeout.
@@ -41,17 +41,29 @@ type Settings struct {
 	// ModelTimeout bounds one model call; ModelAttempts bounds its retries.
 	ModelTimeout  time.Duration `json:"model_timeout,omitempty"`
 	ModelAttempts int           `json:"model_attempts,omitempty"`
+	// IdleSuspend suspends the sandbox after this much idle time (0: never).
+	IdleSuspend time.Duration `json:"idle_suspend,omitempty"`
+}
+
+// Settings are the per-session knobs carried through continue-as-new: the
+// worker's Policy plus what the bot knows (who may approve, which backends
+// exist, whether sessions are indexed). Policy is embedded, so the JSON is
+// one flat object, as recorded histories have it.
+type Settings struct {
+	Policy
+	// Approvers may decide approvals in addition to the owner.
+	Approvers []string `json:"approvers,omitempty"`
+	// ApproverRoles grant approval rights to holders of these roles.
+	ApproverRoles []string `json:"approver_roles,omitempty"`
 	// Backends lists the backend names /backend may switch to (empty: any
 	// name; the bot checks which ones workers serve).
 	Backends []string `json:"backends,omitempty"`
 	// Indexed is true when the namespace has the Sandbot* search attributes
 	// (see SearchAttributeTypes); the session then keeps them current.
 	Indexed bool `json:"indexed,omitempty"`
-	// IdleSuspend suspends the sandbox after this much idle time (0: never).
-	IdleSuspend time.Duration `json:"idle_suspend,omitempty"`
 }
 
-// Defaults for zero Settings fields.
+// Defaults for zero Policy fields.
 const (
 	DefaultApprovalTimeout      = 30 * time.Minute
 	DefaultMaxToolCalls         = 50
@@ -65,8 +77,9 @@ const (
 	DefaultModelAttempts        = 6
 )
 
-// WithDefaults fills zero settings with documented defaults.
-func (s Settings) WithDefaults() Settings {
+// WithDefaults fills zero fields with documented defaults. IdleSuspend
+// stays as it is: zero means never.
+func (s Policy) WithDefaults() Policy {
 	if s.ApprovalMode == "" {
 		s.ApprovalMode = ApproveUnlessReadOnly
 	}
@@ -103,5 +116,11 @@ func (s Settings) WithDefaults() Settings {
 	if s.ModelAttempts <= 0 {
 		s.ModelAttempts = DefaultModelAttempts
 	}
+	return s
+}
+
+// WithDefaults fills zero policy fields with documented defaults.
+func (s Settings) WithDefaults() Settings {
+	s.Policy = s.Policy.WithDefaults()
 	return s
 }

@@ -112,6 +112,10 @@ type TurnState struct {
 	// this turn (see UpdateChatRef).
 	StatusRef string `json:"status_ref,omitempty"`
 	FinalRef  string `json:"final_ref,omitempty"`
+	// FinalClaim is the bot replica allowed to post the final answer, and
+	// FinalClaimAt when it claimed (see UpdateClaimFinal).
+	FinalClaim   string    `json:"final_claim,omitempty"`
+	FinalClaimAt time.Time `json:"final_claim_at,omitzero"`
 }
 
 // HistoryRequest is the (optional) argument of QueryHistory.

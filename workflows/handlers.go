@@ -46,6 +46,7 @@ func (s *sessionRun) register(ctx workflow.Context) error {
 		{session.UpdateChatRef, s.onChatRef, s.validateChatRef},
 		{session.UpdateSetBackend, s.onSetBackend, s.validateSetBackend},
 		{session.UpdateFork, s.onFork, s.validateFork},
+		{session.UpdateClaimFinal, s.onClaimFinal, s.validateClaimFinal},
 	}
 	for _, u := range updates {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler, workflow.UpdateHandlerOptions{Validator: u.validator}); err != nil {
@@ -207,4 +208,35 @@ func (s *sessionRun) onSetBackend(ctx workflow.Context, req session.SetBackendRe
 	s.st.PendingBackend = req.Backend
 	s.touch()
 	return session.SetBackendResponse{From: from, To: req.Backend, Deferred: s.turnActive}, nil
+}
+
+func (s *sessionRun) validateClaimFinal(ctx workflow.Context, req session.ClaimFinalRequest) error {
+	if req.Claimer == "" {
+		return fmt.Errorf("claim_final needs the claiming bot replica's ID")
+	}
+	if req.Turn != s.st.Last.Turn {
+		return fmt.Errorf("turn %d is not the current turn (%d)", req.Turn, s.st.Last.Turn)
+	}
+	if s.turnActive || !(s.st.Last.Status == session.StatusComplete || s.st.Last.Status == session.StatusFailed) {
+		return fmt.Errorf("turn %d has not finished; there is no answer to post yet", req.Turn)
+	}
+	return nil
+}
+
+// onClaimFinal grants the right to post a finished turn's answer to one bot
+// replica, so two replicas that both watched the turn post it once. A claim
+// whose holder never recorded the post expires after
+// session.FinalClaimTakeover, so a replica that died in between does not
+// lose the answer. Like chat refs it is bookkeeping: Version does not move.
+func (s *sessionRun) onClaimFinal(ctx workflow.Context, req session.ClaimFinalRequest) (session.ClaimFinalResponse, error) {
+	last := &s.st.Last
+	if last.FinalRef != "" {
+		return session.ClaimFinalResponse{Posted: true, Holder: last.FinalClaim}, nil
+	}
+	now := workflow.Now(ctx)
+	if last.FinalClaim != "" && last.FinalClaim != req.Claimer && now.Sub(last.FinalClaimAt) < session.FinalClaimTakeover {
+		return session.ClaimFinalResponse{Holder: last.FinalClaim}, nil
+	}
+	last.FinalClaim, last.FinalClaimAt = req.Claimer, now
+	return session.ClaimFinalResponse{Granted: true}, nil
 }

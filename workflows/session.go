@@ -47,6 +47,7 @@ func Session(ctx workflow.Context, in Input) (session.SessionResult, error) {
 	if err := s.register(ctx); err != nil {
 		return session.SessionResult{}, err
 	}
+	s.takeWorkerPolicy(ctx)
 	return s.run(ctx)
 }
 
@@ -181,9 +182,21 @@ func (s *sessionRun) shouldContinueAsNew(ctx workflow.Context) bool {
 
 func (s *sessionRun) continueAsNew(ctx workflow.Context) (session.SessionResult, error) {
 	// Let in-flight update handlers (chat refs, approvals) finish so no
-	// caller loses its answer.
-	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-		return session.SessionResult{Turns: s.st.Turn}, err
+	// caller loses its answer. A destroy that arrives meanwhile (an update,
+	// whose handler waits for the cleanup, or a signal) is carried out
+	// instead: waiting for its handler would wait forever, and continuing
+	// as new would drop it.
+	if workflow.GetVersion(ctx, changeDestroyBeforeCAN, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+			return session.SessionResult{Turns: s.st.Turn}, err
+		}
+	} else {
+		if err := workflow.Await(ctx, func() bool { return s.destroyRequested || workflow.AllHandlersFinished(ctx) }); err != nil {
+			return session.SessionResult{Turns: s.st.Turn}, err
+		}
+		if s.destroyRequested {
+			return s.destroy(ctx)
+		}
 	}
 	st := s.st
 	s.log.Info("continuing as new", "turn", st.Turn, "history_bytes", workflow.GetInfo(ctx).GetCurrentHistorySize())

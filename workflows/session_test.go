@@ -101,6 +101,9 @@ type harness struct {
 	rejects   []string
 	destroyed []sandbox.DestroyRequest
 	deleted   []string
+	// policy is what the worker's policy activity answers: the policy of
+	// the input the test runs, as a worker configured the same way would.
+	policy session.Policy
 }
 
 func newHarness(t *testing.T, steps ...agent.ModelResponse) *harness {
@@ -117,6 +120,12 @@ func newHarness(t *testing.T, steps ...agent.ModelResponse) *harness {
 	env.RegisterActivity(sandboxActs.CopySnapshot)
 	env.RegisterActivity(sandboxActs.DeleteSnapshots)
 	env.RegisterActivity(sandboxActs.Suspend)
+	env.RegisterActivity(policyActs.SessionPolicy)
+	env.OnActivity(policyActs.SessionPolicy, mock.Anything).Return(func(context.Context) (session.Policy, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.policy.WithDefaults(), nil
+	})
 	env.OnActivity(sandboxActs.DeleteSnapshots, mock.Anything, mock.Anything).Return(func(_ context.Context, r sandbox.DeleteSnapshotsRequest) error {
 		h.mu.Lock()
 		h.deleted = append(h.deleted, r.Keys...)
@@ -143,7 +152,7 @@ func newHarness(t *testing.T, steps ...agent.ModelResponse) *harness {
 }
 
 func (h *harness) input(mode session.ApprovalMode) session.SessionInput {
-	return session.SessionInput{Location: loc, Owner: owner, Backend: "local", Settings: session.Settings{ApprovalMode: mode, ApprovalTimeout: 10 * time.Minute}}
+	return session.SessionInput{Location: loc, Owner: owner, Backend: "local", Settings: session.Settings{Policy: session.Policy{ApprovalMode: mode, ApprovalTimeout: 10 * time.Minute}}}
 }
 
 // update sends an update and records a rejection's message.
@@ -191,6 +200,9 @@ func (h *harness) destroyAt(d time.Duration) {
 
 func (h *harness) run(in session.SessionInput) {
 	h.t.Helper()
+	h.mu.Lock()
+	h.policy = in.Settings.Policy
+	h.mu.Unlock()
 	h.env.ExecuteWorkflow(session.WorkflowName, in)
 	if !h.env.IsWorkflowCompleted() {
 		h.t.Fatal("workflow did not complete")
@@ -477,6 +489,7 @@ func TestContinueAsNewCarriesState(t *testing.T) {
 	h := newHarness(t, final("one"))
 	in := h.input(session.ApproveNever)
 	in.Settings.HistoryLimitBytes = 1 << 20
+	h.policy = in.Settings.Policy
 	h.env.SetCurrentHistorySize(2 << 20)
 	h.at(0, func() { h.send("e1", "hello") })
 	h.env.ExecuteWorkflow(session.WorkflowName, in)

@@ -212,7 +212,7 @@ func (s *sessionRun) hasToolResult(callID string) bool {
 // toolCall runs one tool call: validate, maybe ask for approval, execute.
 // It returns an error only when the turn must end (stop or destroy).
 func (s *sessionRun) toolCall(ctx workflow.Context, tc session.ToolCall) error {
-	c := s.addCall(tc)
+	s.addCall(tc)
 	if tc.Name != session.ShellToolName {
 		s.failCall(ctx, tc, fmt.Sprintf("unknown tool %q; the only tool is %q", tc.Name, session.ShellToolName))
 		return nil
@@ -222,7 +222,7 @@ func (s *sessionRun) toolCall(ctx workflow.Context, tc session.ToolCall) error {
 		s.failCall(ctx, tc, err.Error())
 		return nil
 	}
-	c = s.call(tc.ID)
+	c := s.call(tc.ID)
 	c.Commands = args.Commands
 	s.touch()
 
@@ -234,7 +234,7 @@ func (s *sessionRun) toolCall(ctx workflow.Context, tc session.ToolCall) error {
 		}
 	}
 
-	if agent.NeedsApproval(string(s.st.Settings.ApprovalMode), args.Commands) {
+	if s.needsApproval(ctx, args.Commands) {
 		d, err := s.approval(ctx, tc.ID, args.Commands)
 		if err != nil {
 			return errStopped
@@ -443,8 +443,30 @@ func oneLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i] + " …"
 	}
-	if len(s) > 80 {
-		s = s[:77] + "…"
+	if r := []rune(s); len(r) > 80 {
+		s = string(r[:77]) + "…"
 	}
 	return s
+}
+
+// needsApproval applies the approval policy to a call. The answer is
+// recorded in history (a side effect), so a later change to the policy code
+// or the read-only allowlist cannot change what a replay of this session
+// schedules. Histories from before that change compute it inline, as they
+// did when they were recorded.
+func (s *sessionRun) needsApproval(ctx workflow.Context, commands []string) bool {
+	mode := string(s.st.Settings.ApprovalMode)
+	if workflow.GetVersion(ctx, changeFrozenApproval, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return agent.NeedsApproval(mode, commands)
+	}
+	var needs bool
+	err := workflow.SideEffect(ctx, func(workflow.Context) any {
+		return agent.NeedsApproval(mode, commands)
+	}).Get(&needs)
+	if err != nil {
+		// A recorded answer that does not decode: ask, never skip asking.
+		s.log.Error("approval decision unreadable; asking for approval", "error", err)
+		return true
+	}
+	return needs
 }

@@ -78,7 +78,7 @@ func reroot(tr *tar.Reader, tw *tar.Writer, prefix string) error {
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			out.Name = strings.TrimSuffix(name, "/") + "/"
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg:
 			out.Typeflag, out.Size = tar.TypeReg, hdr.Size
 		case tar.TypeSymlink:
 			out.Linkname = hdr.Linkname
@@ -220,7 +220,7 @@ func (rw *importRewriter) rewrite(ctx context.Context, r io.Reader, tw *tar.Writ
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			out.Name += "/"
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg:
 			out.Typeflag, out.Size = tar.TypeReg, hdr.Size
 		case tar.TypeSymlink:
 			if hdr.Linkname == "" {

@@ -232,10 +232,10 @@ func parseUser(s string) (uid, gid int, err error) {
 		gid = uid
 	}
 	if err != nil || uid < 0 || gid < 0 {
-		return 0, 0, fmt.Errorf("User %q: want a numeric \"uid\" or \"uid:gid\" (e.g. %q)", s, DefaultUser)
+		return 0, 0, fmt.Errorf("user %q: want a numeric \"uid\" or \"uid:gid\" (e.g. %q)", s, DefaultUser)
 	}
 	if uid == 0 {
-		return 0, 0, fmt.Errorf("User %q is root; sandboxes run as a non-root user (e.g. %q)", s, DefaultUser)
+		return 0, 0, fmt.Errorf("user %q is root; sandboxes run as a non-root user (e.g. %q)", s, DefaultUser)
 	}
 	return uid, gid, nil
 }

@@ -199,10 +199,7 @@ func TestNetworkConfigurable(t *testing.T) {
 func interfaces(t *testing.T, b sandbox.Backend, h sandbox.Handle) []string {
 	t.Helper()
 	out := sandboxtest.Sh(t, b, h, `tail -n +3 /proc/net/dev | cut -d: -f1`)
-	var names []string
-	for _, f := range strings.Fields(out) {
-		names = append(names, f)
-	}
+	names := strings.Fields(out)
 	slices.Sort(names)
 	return names
 }

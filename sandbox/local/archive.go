@@ -315,7 +315,7 @@ func (x *extractor) entry(tr *tar.Reader, hdr *tar.Header, name string, mode fs.
 			x.made[name] = true
 		}
 		return err
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg:
 		return x.file(tr, hdr, name, mode)
 	case tar.TypeSymlink:
 		if hdr.Linkname == "" {

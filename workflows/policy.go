@@ -1,0 +1,65 @@
+package workflows
+
+import (
+	"context"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandbot/sandbot/session"
+)
+
+// Change IDs for workflow.GetVersion. Each names one behaviour change that
+// running sessions must survive (docs/ARCHITECTURE.md, "Sessions outlive
+// code"): histories recorded before the change replay with
+// workflow.DefaultVersion and keep the old behaviour; new runs record the
+// newest version. Never reuse or renumber an ID; remove a branch only when no
+// open run can predate it.
+const (
+	// changeWorkerPolicy: a run takes the session policy from the worker
+	// (PolicyActivities) instead of the settings the bot sent.
+	changeWorkerPolicy = "worker-policy"
+	// changeFrozenApproval: whether a call needs approval is decided once
+	// and recorded in history (a side effect), so a later change to the
+	// read-only allowlist cannot change what a replay schedules.
+	changeFrozenApproval = "frozen-approval-decision"
+	// changeDestroyBeforeCAN: a destroy requested while the run waits for
+	// its handlers before continue-as-new is carried out, not dropped.
+	changeDestroyBeforeCAN = "destroy-before-continue-as-new"
+)
+
+// PolicyActivities serves the worker's session policy to session runs. It
+// runs as a local activity on the worker that runs the workflow task, so
+// the policy is the one of the workers serving the session queue, recorded
+// in history as the activity's result.
+type PolicyActivities struct {
+	Policy session.Policy
+}
+
+// SessionPolicy returns the worker's policy with defaults filled in.
+func (a *PolicyActivities) SessionPolicy(context.Context) (session.Policy, error) {
+	return a.Policy.WithDefaults(), nil
+}
+
+var policyActs *PolicyActivities
+
+// takeWorkerPolicy replaces the run's policy with the worker's, at the start
+// of every run (a new session, a fork, and each continue-as-new). If the
+// worker cannot answer (it predates PolicyActivities), the run keeps the
+// policy it has and says so in the log.
+func (s *sessionRun) takeWorkerPolicy(ctx workflow.Context) {
+	if workflow.GetVersion(ctx, changeWorkerPolicy, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+	})
+	var p session.Policy
+	if err := workflow.ExecuteLocalActivity(lctx, policyActs.SessionPolicy).Get(ctx, &p); err != nil {
+		s.log.Warn("worker policy unavailable; keeping the session's policy", "error", err)
+		return
+	}
+	s.st.Settings.Policy = p.WithDefaults()
+}
