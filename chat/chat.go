@@ -5,17 +5,21 @@
 //
 // Adapters (chat/slack, chat/discord, chat/console) normalize at the edge,
 // acknowledge the platform within its deadline, and then hand the event to
-// Core (HandleMessage, HandleCommand, HandleAction; Resume at start-up).
-// They implement only the small interfaces declared here (Poster, plus the
-// optional ThreadStarter, Mentioner, ThreadLinker); everything about
-// sessions, commands, approvals, progress and dedupe lives once, in this
-// package. Sessions is the core's view of the session workflows;
-// TemporalSessions implements it with the Temporal client.
+// the core through Handler (HandleMessage, HandleCommand, HandleAction;
+// Resume at start-up). They implement only the small interfaces declared
+// here (Poster, plus the optional ThreadStarter, Mentioner, ThreadLinker);
+// everything about sessions, commands, approvals, progress and dedupe
+// lives once, in this package. Sessions is the core's view of the session
+// workflows; TemporalSessions implements it with the Temporal client.
+//
+// The core is a few small parts: Core routes events (core.go); commands
+// are a table with one file per command (commands.go, cmd_*.go); the turn
+// watcher follows a running turn and renders it (watch.go, watcher*.go,
+// render.go); approvals round-trip through button values (approval.go).
 package chat
 
 import (
 	"context"
-	"time"
 
 	"github.com/sandbot/sandbot/session"
 )
@@ -104,107 +108,21 @@ type ThreadLinker interface {
 	ThreadLink(th Thread) string
 }
 
-// Limiter is an optional shared budget (for example a workspace-wide rate
-// for chat.update). Wait blocks until one more call may be made or ctx ends.
-// *rate.Limiter from golang.org/x/time/rate satisfies it.
-type Limiter interface {
-	Wait(ctx context.Context) error
+// Handler is the core as every adapter drives it; *Core implements it. An
+// adapter's Run takes one and calls it from its event goroutines, after
+// acknowledging the platform. Methods are safe for concurrent use.
+type Handler interface {
+	// HandleMessage handles a message addressed to the bot: a command, or
+	// a message for the thread's session.
+	HandleMessage(ctx context.Context, p Poster, m Message) error
+	// HandleCommand runs a command the platform parsed itself (native
+	// slash commands) and returns the answer for the adapter to deliver.
+	HandleCommand(ctx context.Context, p Poster, th Thread, u User, cmd Command) (Reply, error)
+	// HandleAction answers a button click or modal submission.
+	HandleAction(ctx context.Context, p Poster, a Action) error
+	// Resume watches again the platform's turns that were running when
+	// the bot last stopped; adapters call it once they are connected.
+	Resume(ctx context.Context, p Poster, platform string) error
 }
 
-// Budget is a platform's pacing and size budget for the turn watcher and
-// the renderer. Zero fields take DefaultBudget's values.
-type Budget struct {
-	// MinEditInterval is the least time between the end of one edit of a
-	// status message and the start of the next (Slack: 1.5 s, Discord: 1 s).
-	// States that arrive meanwhile are coalesced: only the latest is sent.
-	MinEditInterval time.Duration
-	// EditBurst lets up to this many edits of one message go out back to
-	// back after a quiet spell, refilled at one per MinEditInterval (a
-	// token bucket). 0 or 1 means strict spacing. Discord allows about 5
-	// edits per 5 s per channel, and every session thread is a channel.
-	EditBurst int
-	// Limiter, if set, is waited on before every Post, Edit and PostText the
-	// watcher makes, so several threads can share a platform-wide budget.
-	Limiter Limiter
-	// MaxButtonValue is the longest Button.Value the platform carries
-	// (Discord: MaxDiscordButtonValue; 0: no limit). Approval values that
-	// would not fit are encoded in a shorter, thread-relative form (see
-	// EncodeApprovalCompact).
-	MaxButtonValue int
-	// MaxCardChars bounds the text of one status Card (default 3500, which
-	// fits Slack's practical ~4000-character message and Discord's
-	// 4000-character components budget).
-	MaxCardChars int
-}
-
-// DefaultBudget is used for platforms CoreConfig.Budgets does not name, and
-// fills zero fields of the ones it does.
-var DefaultBudget = Budget{MinEditInterval: time.Second, MaxCardChars: 3500}
-
-func (b Budget) withDefaults() Budget {
-	if b.MinEditInterval <= 0 {
-		b.MinEditInterval = DefaultBudget.MinEditInterval
-	}
-	if b.MaxCardChars <= 0 {
-		b.MaxCardChars = DefaultBudget.MaxCardChars
-	}
-	return b
-}
-
-// Card is a neutral rich message: a title and blocks. Converters in each
-// adapter turn it into Slack blocks or Discord components within their
-// limits, always with fallback text.
-type Card struct {
-	Title  string  `json:"title"`
-	Blocks []Block `json:"blocks,omitempty"`
-}
-
-// BlockKind says what a Block holds.
-type BlockKind string
-
-// Block kinds.
-const (
-	BlockText    BlockKind = "text"    // Markdown text
-	BlockCode    BlockKind = "code"    // preformatted text
-	BlockFields  BlockKind = "fields"  // label/value pairs
-	BlockDivider BlockKind = "divider" // a rule
-	BlockActions BlockKind = "actions" // buttons
-	BlockContext BlockKind = "context" // small print
-)
-
-// Block is one part of a Card. Text of BlockText and BlockContext is
-// Markdown (**bold**, _italic_, `code`, [text](url), "- " lists), which
-// converters translate to their platform's dialect; BlockCode text is raw
-// and the converter fences it.
-type Block struct {
-	Kind    BlockKind `json:"kind"`
-	Text    string    `json:"text,omitempty"`
-	Fields  []Field   `json:"fields,omitempty"`
-	Buttons []Button  `json:"buttons,omitempty"`
-}
-
-// Field is a label/value pair.
-type Field struct {
-	Label string `json:"label"`
-	Value string `json:"value"`
-}
-
-// ButtonStyle colours a button.
-type ButtonStyle string
-
-// Button styles.
-const (
-	StyleDefault ButtonStyle = ""
-	StylePrimary ButtonStyle = "primary"
-	StyleDanger  ButtonStyle = "danger"
-)
-
-// Button is an interactive button. ID is an Action* constant and Value what
-// the click carries back (it must fit the platform's limits: Discord's
-// custom_id is 100 characters including the ID).
-type Button struct {
-	ID    string      `json:"id"`
-	Label string      `json:"label"`
-	Style ButtonStyle `json:"style,omitempty"`
-	Value string      `json:"value"`
-}
+var _ Handler = (*Core)(nil)

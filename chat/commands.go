@@ -2,12 +2,10 @@ package chat
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode"
-
-	"github.com/sandbot/sandbot/session"
 )
 
 // Command names (without the "/" or "!").
@@ -49,40 +47,55 @@ type Reply struct {
 	Card      *Card
 }
 
-// History limits.
-const (
-	DefaultHistory = 10
-	MaxHistory     = 50
-)
-
-var commands = []struct{ name, usage, help string }{
-	{CmdHelp, "/help", "this list"},
-	{CmdStatus, "/status", "backend, turns, state, owner and a link to the workflow"},
-	{CmdHistory, "/history [N]", fmt.Sprintf("the last N transcript entries (default %d, at most %d)", DefaultHistory, MaxHistory)},
-	{CmdStop, "/stop", "stop the running turn (the agent is told you interrupted)"},
-	{CmdPause, "/pause", "pause the session after the running turn; a message or /resume continues"},
-	{CmdResume, "/resume", "resume a paused session"},
-	{CmdBackend, "/backend [NAME]", "show the sandbox backend, or switch to NAME at the next turn boundary"},
-	{CmdFork, `/fork ["title"] [backend]`, "copy this session (conversation and workspace) into a new thread"},
-	{CmdSessions, "/sessions [all]", "your running sessions in this channel (all: everyone's)"},
-	{CmdDestroy, "/destroy confirm", "end the session and delete its sandbox and snapshots"},
+// command is one row of the command table: how a command is named,
+// parsed, described in /help and run. Each lives in cmd_<name>.go with its
+// rendering.
+type command struct {
+	name    string
+	aliases []string
+	// usage and help make the command's /help line (and its usage error).
+	usage, help string
+	// parse checks cmd.Args and fills cmd's other fields; it returns
+	// errUsage for arguments that do not fit the usage. nil means the
+	// command takes no arguments.
+	parse func(cmd *Command) error
+	// run runs the command. Problems the user can fix come back as the
+	// Reply with a nil error; the error is for internal failures.
+	run func(c *Core, ctx context.Context, r request) (Reply, error)
 }
 
-var commandAliases = map[string]string{"switch": CmdBackend, "cancel": CmdStop, "h": CmdHelp, "?": CmdHelp}
-
-// helpText lists the commands.
-func helpText(backends []string) string {
-	var b strings.Builder
-	b.WriteString("**Commands** (type them in a session thread; `!` works as well as `/`):\n")
-	for _, c := range commands {
-		fmt.Fprintf(&b, "- `%s`: %s\n", c.usage, c.help)
-	}
-	if len(backends) > 0 {
-		fmt.Fprintf(&b, "Backends: %s\n", strings.Join(backends, ", "))
-	}
-	b.WriteString("Anything else is a message to the agent.")
-	return b.String()
+// commandTable is every command, in /help order.
+var commandTable = []command{
+	helpCommand,
+	statusCommand,
+	historyCommand,
+	stopCommand,
+	pauseCommand,
+	resumeCommand,
+	backendCommand,
+	forkCommand,
+	sessionsCommand,
+	destroyCommand,
 }
+
+// lookupCommand finds a command by name or alias (lower case).
+func lookupCommand(name string) (command, bool) {
+	for _, c := range commandTable {
+		if c.name == name {
+			return c, true
+		}
+		for _, a := range c.aliases {
+			if a == name {
+				return c, true
+			}
+		}
+	}
+	return command{}, false
+}
+
+// errUsage is what a parse function returns for arguments that do not fit;
+// ParseCommand turns it into the command's usage line.
+var errUsage = errors.New("usage")
 
 // ParseCommand recognises a command at the start of text. ok is false when
 // text is an ordinary message: it does not start with "/" or "!", the first
@@ -101,13 +114,7 @@ func ParseCommand(text string) (cmd Command, ok bool, err error) {
 		word, rest = word[:i], word[i+1:]+" "+rest
 	}
 	name := strings.ToLower(word)
-	if a, ok := commandAliases[name]; ok {
-		name = a
-	}
-	known := false
-	for _, c := range commands {
-		known = known || c.name == name
-	}
+	def, known := lookupCommand(name)
 	if !known {
 		if bang || name == "" || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsLetter(r) && r != '-' }) >= 0 {
 			return Command{}, false, nil
@@ -116,61 +123,19 @@ func ParseCommand(text string) (cmd Command, ok bool, err error) {
 	}
 	args, err := splitArgs(rest)
 	if err != nil {
-		return Command{Name: name}, true, err
+		return Command{Name: def.name}, true, err
 	}
-	cmd = Command{Name: name, Args: args}
-	usage := func() error {
-		for _, c := range commands {
-			if c.name == name {
-				return userErrorf("Usage: %s (%s).", c.usage, c.help)
-			}
-		}
-		return nil
+	cmd = Command{Name: def.name, Args: args}
+	switch {
+	case def.parse != nil:
+		err = def.parse(&cmd)
+	case len(args) > 0:
+		err = userErrorf("/%s takes no arguments.", def.name)
 	}
-	switch name {
-	case CmdHistory:
-		if len(args) > 1 {
-			return cmd, true, usage()
-		}
-		if len(args) == 1 {
-			n, err := strconv.Atoi(args[0])
-			if err != nil || n < 1 {
-				return cmd, true, userErrorf("/history takes a count from 1 to %d, not %q.", MaxHistory, args[0])
-			}
-			cmd.N = min(n, MaxHistory)
-		}
-	case CmdBackend:
-		if len(args) > 1 {
-			return cmd, true, usage()
-		}
-		if len(args) == 1 {
-			cmd.Backend = args[0]
-		}
-	case CmdFork:
-		if len(args) > 2 {
-			return cmd, true, userErrorf(`Put a title with spaces in quotes: /fork "my experiment" docker.`)
-		}
-		if len(args) > 0 {
-			cmd.Title = args[0]
-		}
-		if len(args) > 1 {
-			cmd.Backend = args[1]
-		}
-	case CmdDestroy:
-		if len(args) > 1 || len(args) == 1 && strings.ToLower(args[0]) != "confirm" {
-			return cmd, true, usage()
-		}
-		cmd.Confirm = len(args) == 1
-	case CmdSessions:
-		if len(args) > 1 || len(args) == 1 && strings.ToLower(args[0]) != "all" {
-			return cmd, true, usage()
-		}
-	default:
-		if len(args) > 0 {
-			return cmd, true, userErrorf("/%s takes no arguments.", name)
-		}
+	if errors.Is(err, errUsage) {
+		err = userErrorf("Usage: %s (%s).", def.usage, def.help)
 	}
-	return cmd, true, nil
+	return cmd, true, err
 }
 
 // splitArgs splits on spaces, keeping "double", 'single' and “curly”
@@ -210,6 +175,16 @@ func splitArgs(s string) ([]string, error) {
 	return args, nil
 }
 
+// request is one command to run: what was asked, by whom, where, and the
+// poster of the platform it came from.
+type request struct {
+	p   Poster
+	th  Thread
+	id  string // th.ID(): the session's workflow ID
+	u   User
+	cmd Command
+}
+
 // HandleCommand runs a command for u in thread th and returns the answer
 // for the adapter to deliver (HandleMessage posts it in the thread). Errors
 // the user can act on (including a workflow's "not available yet") come
@@ -219,140 +194,27 @@ func (c *Core) HandleCommand(ctx context.Context, p Poster, th Thread, u User, c
 	if err := c.authorize(ctx, u, th); err != nil {
 		return Reply{Text: UserMessage(err), Ephemeral: true}, nil
 	}
-	id := th.ID()
-	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, c.cfg.CallTimeout) }
-	long := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, c.cfg.LongCallTimeout) }
-	fail := func(op string, err error) (Reply, error) {
-		return Reply{Text: UserMessage(err), Ephemeral: true}, c.internal(err, op, id)
+	def, ok := lookupCommand(cmd.Name)
+	if !ok {
+		return Reply{Text: fmt.Sprintf("There is no command /%s.\n\n%s", cmd.Name, c.helpText()), Ephemeral: true}, nil
 	}
-	switch cmd.Name {
-	case CmdHelp:
-		return Reply{Text: helpText(c.cfg.Backends), Ephemeral: true}, nil
-	case CmdStatus:
-		cctx, cancel := short()
-		defer cancel()
-		return c.status(cctx, p, th)
-	case CmdHistory:
-		n := cmd.N
-		if n <= 0 {
-			n = DefaultHistory
-		}
-		cctx, cancel := short()
-		defer cancel()
-		h, err := c.s.History(cctx, id, session.HistoryRequest{Last: min(n, MaxHistory)})
-		if err != nil {
-			return fail("history", err)
-		}
-		return Reply{Text: renderHistory(h, 3500), Ephemeral: true}, nil
-	case CmdStop:
-		cctx, cancel := long()
-		defer cancel()
-		r, err := c.s.Stop(cctx, id, session.StopRequest{User: u})
-		if err != nil {
-			return fail("stop", err)
-		}
-		c.nudge(ctx, p, th)
-		if !r.Stopped {
-			return Reply{Text: "No turn is running.", Ephemeral: true}, nil
-		}
-		return Reply{Text: fmt.Sprintf("Stopped turn %d.", r.Turn)}, nil
-	case CmdPause:
-		cctx, cancel := long()
-		defer cancel()
-		r, err := c.s.Pause(cctx, id, session.PauseRequest{User: u})
-		if err != nil {
-			return fail("pause", err)
-		}
-		return Reply{Text: fmt.Sprintf("Paused after turn %d. Send a message or /resume to continue.", r.Turn)}, nil
-	case CmdResume:
-		cctx, cancel := short()
-		defer cancel()
-		if _, err := c.s.Resume(cctx, id, session.ResumeRequest{User: u}); err != nil {
-			return fail("resume", err)
-		}
-		// Messages queued while paused start a turn now: watch it.
-		if ts, err := c.s.TurnState(cctx, id); err == nil {
-			switch {
-			case ts.Status.Active():
-				c.watch(p, th, ts.Turn, false)
-			case ts.Queued > 0:
-				c.watch(p, th, ts.Turn+1, true)
-			}
-		}
-		return Reply{Text: "Resumed."}, nil
-	case CmdBackend:
-		if cmd.Backend == "" {
-			cctx, cancel := short()
-			defer cancel()
-			ts, err := c.s.TurnState(cctx, id)
-			if err != nil {
-				return fail("backend", err)
-			}
-			text := "Backend: **" + ts.Backend + "**"
-			if ts.PendingBackend != "" {
-				text += " (switching to **" + ts.PendingBackend + "** at the next turn boundary)"
-			}
-			if len(c.cfg.Backends) > 0 {
-				text += ". Available: " + strings.Join(c.cfg.Backends, ", ")
-			}
-			return Reply{Text: text + ".", Ephemeral: true}, nil
-		}
-		if msg := c.checkServed(ctx, cmd.Backend); msg != "" {
-			return Reply{Text: msg, Ephemeral: true}, nil
-		}
-		cctx, cancel := long()
-		defer cancel()
-		r, err := c.s.SetBackend(cctx, id, session.SetBackendRequest{Backend: cmd.Backend, User: u})
-		if err != nil {
-			return fail("backend", err)
-		}
-		switch {
-		case r.From == r.To:
-			return Reply{Text: "The backend already is **" + r.To + "**.", Ephemeral: true}, nil
-		case r.Deferred:
-			return Reply{Text: fmt.Sprintf("Backend switches from **%s** to **%s** when the running turn ends; the workspace moves with it.", r.From, r.To)}, nil
-		}
-		return Reply{Text: fmt.Sprintf("Switching backend from **%s** to **%s**; the workspace moves with it.", r.From, r.To)}, nil
-	case CmdFork:
-		return c.fork(ctx, p, th, u, cmd)
-	case CmdSessions:
-		cctx, cancel := short()
-		defer cancel()
-		all := len(cmd.Args) > 0 && strings.EqualFold(cmd.Args[0], "all")
-		return c.sessions(cctx, p, th, u, all)
-	case CmdDestroy:
-		if !cmd.Confirm {
-			return Reply{Text: "This ends the session and deletes its sandbox and snapshots; it cannot be undone. Send `/destroy confirm` to go ahead.", Ephemeral: true}, nil
-		}
-		cctx, cancel := long()
-		defer cancel()
-		r, err := c.s.Destroy(cctx, id, session.DestroyRequest{User: u})
-		if err != nil {
-			return fail("destroy", err)
-		}
-		return Reply{Text: fmt.Sprintf("Session destroyed after %d %s; its sandbox and snapshots are gone. A new message here starts a fresh session.", r.Turns, plural(r.Turns, "turn", "turns"))}, nil
-	}
-	return Reply{Text: fmt.Sprintf("There is no command /%s.\n\n%s", cmd.Name, helpText(c.cfg.Backends)), Ephemeral: true}, nil
+	return def.run(c, ctx, request{p: p, th: th, id: th.ID(), u: u, cmd: cmd})
 }
 
-// checkServed returns a user-facing refusal when backend is not served by
-// any running worker, or "" when it is (or nobody can tell).
-func (c *Core) checkServed(ctx context.Context, backend string) string {
-	if backend == "" || c.cfg.ServedBackends == nil {
-		return ""
-	}
-	served, err := c.cfg.ServedBackends(ctx)
-	if err != nil {
-		c.log.Warn("cannot list served backends", "error", err)
-		return ""
-	}
-	for _, b := range served {
-		if b == backend {
-			return ""
-		}
-	}
-	if len(served) == 0 {
-		return fmt.Sprintf("Backend **%s** is not available: no worker is serving any backend right now.", backend)
-	}
-	return fmt.Sprintf("Backend **%s** is not available: no running worker serves it. Available: %s.", backend, strings.Join(served, ", "))
+// quick bounds a call that the session answers at once (queries, small
+// updates).
+func (c *Core) quick(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.CallTimeout)
+}
+
+// slow bounds a call that waits for the session (pause, stop, destroy,
+// fork, backend).
+func (c *Core) slow(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.LongCallTimeout)
+}
+
+// failed answers a command whose session call failed: the user's part
+// privately, the rest logged and returned.
+func (c *Core) failed(op string, r request, err error) (Reply, error) {
+	return Reply{Text: UserMessage(err), Ephemeral: true}, c.internal(err, op, r.id)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sandbot/sandbot/session"
@@ -78,18 +77,6 @@ func (cfg CoreConfig) withDefaults() CoreConfig {
 	return cfg
 }
 
-// Clock is the watchers' time source, so tests can run them on virtual time.
-type Clock interface {
-	Now() time.Time
-	// After sends the time on the returned channel once d has passed.
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // Core is the platform-neutral bot: it routes messages, commands and
 // button clicks of every platform to session workflows and keeps one turn
 // watcher per active session that renders progress into the thread.
@@ -100,18 +87,11 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 // (an HTTP handler's context ends when it returns), until their turn ends
 // or Close is called.
 type Core struct {
-	cfg   CoreConfig
-	s     Sessions
-	log   *slog.Logger
-	clock Clock
-
-	ctx    context.Context // watchers' lifetime
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu       sync.Mutex
-	watchers map[string]*watcher // by workflow ID
-	closed   bool
+	cfg      CoreConfig
+	s        Sessions
+	log      *slog.Logger
+	commands []command // commandTable; a field so /help can list it
+	watchers *watchers
 }
 
 // NewCore returns a Core using s for sessions. log may be nil.
@@ -119,45 +99,36 @@ func NewCore(cfg CoreConfig, s Sessions, log *slog.Logger) *Core {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cfg = cfg.withDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Core{
-		cfg: cfg, s: s, log: log, clock: cfg.Clock,
-		ctx: ctx, cancel: cancel,
-		watchers: map[string]*watcher{},
+	c := &Core{cfg: cfg.withDefaults(), s: s, log: log, commands: commandTable}
+	c.watchers = newWatchers(func(p Poster, th Thread) *watcher {
+		return newWatcher(s, p, th, c.watchConfig(th.Platform), log)
+	})
+	return c
+}
+
+// watchConfig is what the watchers of platform's threads take from the
+// core's configuration.
+func (c *Core) watchConfig(platform string) watchConfig {
+	return watchConfig{
+		PollMin: c.cfg.PollMin, PollMax: c.cfg.PollMax, CallTimeout: c.cfg.CallTimeout,
+		Clock:         c.cfg.Clock,
+		Budget:        c.budget(platform),
+		Approvers:     c.cfg.Start.Settings.Approvers,
+		ApproverRoles: c.cfg.Start.Settings.ApproverRoles,
 	}
 }
 
 // Close stops every watcher and waits for them. Turns keep running in their
 // workflows; a restarted bot picks them up with Resume. Handle* calls after
 // Close still reach the sessions but start no watchers.
-func (c *Core) Close() {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	c.cancel()
-	c.wg.Wait()
-}
+func (c *Core) Close() { c.watchers.close() }
 
 // Wait blocks until no watcher is running (all watched turns ended).
-func (c *Core) Wait() { c.wg.Wait() }
+func (c *Core) Wait() { c.watchers.wait() }
 
 // WaitThread blocks until no watcher runs for th, or ctx ends.
 func (c *Core) WaitThread(ctx context.Context, th Thread) error {
-	id := th.ID()
-	for {
-		c.mu.Lock()
-		w := c.watchers[id]
-		c.mu.Unlock()
-		if w == nil {
-			return nil
-		}
-		select {
-		case <-w.done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return c.watchers.waitThread(ctx, th.ID())
 }
 
 // HandleMessage handles a message addressed to the bot: a command (see
@@ -183,7 +154,7 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 	}
 	if cmd, ok, err := ParseCommand(text); ok {
 		if err != nil {
-			c.say(ctx, p, th, err.Error()+"\n\n"+helpText(c.cfg.Backends))
+			c.say(ctx, p, th, err.Error()+"\n\n"+c.helpText())
 			return nil
 		}
 		r, err := c.HandleCommand(ctx, p, th, m.User, cmd)
@@ -210,7 +181,7 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 	// A duplicate resumes watching only if nobody watches its turn here;
 	// watch is idempotent and a finished turn with both refs recorded ends
 	// the watcher at its first poll.
-	c.watch(p, th, resp.Turn, !resp.Duplicate)
+	c.watchers.watch(p, th, resp.Turn, !resp.Duplicate)
 	return nil
 }
 
@@ -250,7 +221,7 @@ func (c *Core) Resume(ctx context.Context, p Poster, platform string) error {
 			continue
 		}
 		if needsWatch(ts) {
-			c.watch(p, s.Location, ts.Turn, false)
+			c.watchers.watch(p, s.Location, ts.Turn, false)
 			n++
 		}
 	}
@@ -272,11 +243,7 @@ func needsWatch(ts session.TurnState) bool {
 // has an active turn and nobody watches it.
 func (c *Core) nudge(ctx context.Context, p Poster, th Thread) {
 	id := th.ID()
-	c.mu.Lock()
-	w := c.watchers[id]
-	c.mu.Unlock()
-	if w != nil {
-		w.poke()
+	if c.watchers.poke(id) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
@@ -287,7 +254,7 @@ func (c *Core) nudge(ctx context.Context, p Poster, th Thread) {
 		return
 	}
 	if ts.Status.Active() {
-		c.watch(p, th, ts.Turn, false)
+		c.watchers.watch(p, th, ts.Turn, false)
 	}
 }
 
@@ -377,4 +344,12 @@ func truncate(s string, n int) string {
 		return string(r[:n])
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// orDefault is s, or fallback when s is empty.
+func orDefault(s, fallback string) string {
+	if s == "" {
+		return fallback
+	}
+	return s
 }

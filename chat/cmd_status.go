@@ -1,0 +1,71 @@
+package chat
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sandbot/sandbot/session"
+)
+
+var statusCommand = command{
+	name:  CmdStatus,
+	usage: "/status", help: "backend, turns, state, owner and a link to the workflow",
+	run: (*Core).runStatus,
+}
+
+// runStatus answers /status with a card.
+func (c *Core) runStatus(ctx context.Context, r request) (Reply, error) {
+	ctx, cancel := c.quick(ctx)
+	defer cancel()
+	info, err := c.s.Info(ctx, r.id)
+	if err != nil {
+		return c.failed("status", r, err)
+	}
+	ts, err := c.s.TurnState(ctx, r.id)
+	if err != nil {
+		return c.failed("status", r, err)
+	}
+	card := statusCard(r.p, r.id, info, ts, UIURL(c.cfg.TemporalUIBase, c.cfg.Namespace, r.id))
+	return Reply{Card: &card, Ephemeral: true}, nil
+}
+
+// statusCard shows session id: its fields, a Temporal UI link (uiURL, if
+// any) and the workflow ID.
+func statusCard(p Poster, id string, info session.Info, ts session.TurnState, uiURL string) Card {
+	backend := ts.Backend
+	if ts.PendingBackend != "" && ts.PendingBackend != ts.Backend {
+		backend += " → " + ts.PendingBackend + " (next turn)"
+	}
+	state := string(ts.Status)
+	switch {
+	case ts.Destroyed:
+		state = "destroyed"
+	case ts.Paused:
+		state += ", paused"
+	}
+	fields := []Field{
+		{Label: "Backend", Value: backend},
+		{Label: "Turns", Value: fmt.Sprint(info.Turns)},
+		{Label: "Status", Value: state},
+		{Label: "Owner", Value: mention(p, info.Owner)},
+	}
+	if !info.CreatedAt.IsZero() {
+		fields = append(fields, Field{Label: "Started", Value: info.CreatedAt.UTC().Format("2006-01-02 15:04 UTC")})
+	}
+	if ts.Queued > 0 {
+		fields = append(fields, Field{Label: "Queued", Value: fmt.Sprint(ts.Queued)})
+	}
+	if info.Parent != "" {
+		from := info.Parent
+		if loc, err := session.ParseID(info.Parent); err == nil {
+			from = threadLink(p, loc)
+		}
+		fields = append(fields, Field{Label: "Forked from", Value: fmt.Sprintf("%s at turn %d", from, info.ForkedAtTurn)})
+	}
+	card := Card{Title: "📋 " + orDefault(info.Title, "Session"), Blocks: []Block{{Kind: BlockFields, Fields: fields}}}
+	if uiURL != "" {
+		card.Blocks = append(card.Blocks, Block{Kind: BlockText, Text: "[Open in the Temporal UI](" + uiURL + ")"})
+	}
+	card.Blocks = append(card.Blocks, Block{Kind: BlockContext, Text: "Workflow `" + id + "`"})
+	return card
+}

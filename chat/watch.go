@@ -1,0 +1,112 @@
+package chat
+
+import (
+	"context"
+	"sync"
+)
+
+// watchers keeps at most one watcher per session and runs each on its own
+// goroutine, detached from the context of the event that started it (an
+// HTTP handler's context ends when it returns), until its turns are done
+// or close is called. It is safe for concurrent use.
+type watchers struct {
+	// newWatcher builds the watcher of a thread with the core's settings.
+	newWatcher func(p Poster, th Thread) *watcher
+
+	ctx    context.Context // every watcher's lifetime
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	m      map[string]*watcher // by workflow ID
+	closed bool
+}
+
+func newWatchers(newWatcher func(p Poster, th Thread) *watcher) *watchers {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &watchers{newWatcher: newWatcher, ctx: ctx, cancel: cancel, m: map[string]*watcher{}}
+}
+
+// watch makes sure a watcher follows th's session up to turn. It is
+// idempotent: a running watcher only raises its goal. fresh says a new
+// message asked for turn, so if the turn ends unseen (between two polls)
+// its answer is still posted, from the transcript.
+func (ws *watchers) watch(p Poster, th Thread, turn int, fresh bool) {
+	id := th.ID()
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.closed {
+		return
+	}
+	if w := ws.m[id]; w != nil {
+		w.raise(turn, fresh)
+		w.poke()
+		return
+	}
+	w := ws.newWatcher(p, th)
+	w.raise(turn, fresh)
+	ws.m[id] = w
+	ws.wg.Add(1)
+	go func() {
+		defer ws.wg.Done()
+		defer close(w.done)
+		w.run(ws.ctx, turn, ws.release)
+	}()
+}
+
+// release ends w unless a later turn than last was asked for meanwhile
+// (and w did not give up), in which case it says which one to follow.
+// Holding ws.mu makes "no more turns" and "gone from the map" one step, so
+// a watch racing the end starts a new watcher instead of being lost.
+func (ws *watchers) release(w *watcher, last int, ok bool) (next int, more bool) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if goal := w.goal(); ok && goal > last && !ws.closed {
+		return goal, true
+	}
+	delete(ws.m, w.id)
+	return 0, false
+}
+
+// poke makes the watcher of session id poll now and reports whether there
+// is one.
+func (ws *watchers) poke(id string) bool {
+	ws.mu.Lock()
+	w := ws.m[id]
+	ws.mu.Unlock()
+	if w == nil {
+		return false
+	}
+	w.poke()
+	return true
+}
+
+// waitThread blocks until no watcher runs for session id, or ctx ends.
+func (ws *watchers) waitThread(ctx context.Context, id string) error {
+	for {
+		ws.mu.Lock()
+		w := ws.m[id]
+		ws.mu.Unlock()
+		if w == nil {
+			return nil
+		}
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// close stops every watcher and waits for them; later watch calls start
+// nothing.
+func (ws *watchers) close() {
+	ws.mu.Lock()
+	ws.closed = true
+	ws.mu.Unlock()
+	ws.cancel()
+	ws.wg.Wait()
+}
+
+// wait blocks until no watcher runs.
+func (ws *watchers) wait() { ws.wg.Wait() }

@@ -1,0 +1,240 @@
+package chat
+
+import (
+	"context"
+	"reflect"
+	"strings"
+
+	"github.com/sandbot/sandbot/chat/internal/pace"
+	"github.com/sandbot/sandbot/session"
+)
+
+// view is what the watcher shows of one turn: its status message, the
+// card on screen and the newer one waiting for its edit.
+type view struct {
+	turn    int
+	ref     string // status message, "" until posted
+	version int64  // version last rendered
+	shown   *Card  // card on screen (nil: unknown or none)
+	pending *Card  // newer card waiting for its edit
+	// pace spaces the message's posts and edits, spent at the end of each
+	// (Budget.MinEditInterval, in bursts of Budget.EditBurst).
+	pace pace.Bucket
+	last session.TurnState
+}
+
+// newView starts showing ts's turn, in the status message it recorded (a
+// restart keeps editing the same message).
+func (w *watcher) newView(ts session.TurnState) *view {
+	b := w.cfg.Budget
+	return &view{turn: ts.Turn, ref: ts.StatusRef, version: -1, pace: pace.NewBucket(b.MinEditInterval, b.EditBurst)}
+}
+
+// update renders ts if its version moved and queues the card if it differs
+// from what is shown. Intermediate cards are replaced, never queued.
+func (w *watcher) update(ctx context.Context, v *view, ts session.TurnState) {
+	if ts.Version == v.version {
+		return
+	}
+	v.version = ts.Version
+	v.last = ts
+	if ts.Pending != nil && w.approvers == "" {
+		w.approvers = w.approverHint(ctx)
+	}
+	card := RenderTurn(ts, w.renderOptions())
+	if v.shown != nil && reflect.DeepEqual(*v.shown, card) {
+		v.pending = nil
+		return
+	}
+	v.pending = &card
+}
+
+func (w *watcher) renderOptions() RenderOptions {
+	return RenderOptions{
+		WorkflowID:     w.id,
+		MaxButtonValue: w.cfg.Budget.MaxButtonValue,
+		MaxChars:       w.cfg.Budget.MaxCardChars,
+		Mention:        func(u User) string { return mention(w.p, u) },
+		Approvers:      w.approvers,
+	}
+}
+
+// approverHint says who may decide approvals: the owner plus configured
+// approvers and roles of new sessions (the workflow has the final word).
+func (w *watcher) approverHint(ctx context.Context) string {
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	defer cancel()
+	info, err := w.feed.Info(cctx, w.id)
+	if err != nil {
+		w.log.Warn("watcher: info", "err", err)
+		return ""
+	}
+	who := []string{mention(w.p, info.Owner) + " (owner)"}
+	for _, a := range w.cfg.Approvers {
+		who = append(who, mention(w.p, User{ID: a}))
+	}
+	for _, r := range w.cfg.ApproverRoles {
+		who = append(who, "role "+r)
+	}
+	return strings.Join(who, ", ")
+}
+
+// flush shows the pending card if the platform's pace allows. final waits
+// for the pace instead of skipping.
+func (w *watcher) flush(ctx context.Context, v *view, final bool) {
+	if v.pending == nil {
+		return
+	}
+	clock := w.cfg.Clock
+	if wait := v.pace.Wait(clock.Now()); wait > 0 {
+		if !final {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-clock.After(wait):
+		}
+	}
+	if !w.limit(ctx) {
+		return
+	}
+	card := *v.pending
+	if v.ref == "" {
+		ref, err := w.p.Post(ctx, w.th, card)
+		v.pace.Spend(clock.Now())
+		if err != nil {
+			w.log.Warn("watcher: post status failed", "turn", v.turn, "err", err)
+			return
+		}
+		v.ref, v.shown, v.pending = ref, &card, nil
+		w.record(ctx, v.turn, "status", ref)
+		return
+	}
+	err := w.p.Edit(ctx, w.th, v.ref, card)
+	v.pace.Spend(clock.Now())
+	if err != nil {
+		// Logged, not fatal: the card stays pending and the next one retries.
+		w.log.Warn("watcher: edit status failed", "turn", v.turn, "err", err)
+		return
+	}
+	v.shown, v.pending = &card, nil
+}
+
+// limit waits for the shared platform budget, if any.
+func (w *watcher) limit(ctx context.Context) bool {
+	if w.cfg.Budget.Limiter == nil {
+		return true
+	}
+	if err := w.cfg.Budget.Limiter.Wait(ctx); err != nil {
+		w.log.Warn("watcher: rate limiter", "err", err)
+		return false
+	}
+	return true
+}
+
+// record tells the session which message shows its turn, so a restarted
+// bot edits it instead of posting another.
+func (w *watcher) record(ctx context.Context, turn int, kind, ref string) {
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	defer cancel()
+	if err := w.feed.RecordChatRef(cctx, w.id, session.ChatRefRequest{Turn: turn, Kind: kind, Ref: ref}); err != nil {
+		w.log.Warn("watcher: record chat ref", "kind", kind, "turn", turn, "err", err)
+	}
+}
+
+// finish makes the last edit of a finished turn's card and posts its
+// answer, unless an earlier watcher (before a restart) already did.
+func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
+	if ts.FinalRef != "" && v.shown == nil {
+		// Finalized before we looked (a duplicate event, or a restart
+		// after the answer was posted): nothing to add.
+		return
+	}
+	quiet := v.ref == "" && len(ts.ToolCalls) == 0 && len(ts.Notices) == 0 && ts.Status == session.StatusComplete
+	if !quiet {
+		// A turn that answered before its card was ever shown needs no
+		// card; every other one gets its final edit.
+		w.flush(ctx, v, true)
+	}
+	if ts.FinalRef != "" {
+		return
+	}
+	text := finalText(ts)
+	if text == "" || !w.limit(ctx) {
+		return
+	}
+	ref, err := w.p.PostText(ctx, w.th, text)
+	if err != nil {
+		w.log.Error("watcher: post final answer failed", "turn", ts.Turn, "err", err)
+		return
+	}
+	w.record(ctx, ts.Turn, "final", ref)
+}
+
+// finalText is what a finished turn posts as its own message.
+func finalText(ts session.TurnState) string {
+	switch {
+	case ts.FinalText != "":
+		return ts.FinalText
+	case ts.Status == session.StatusFailed && ts.Error != "":
+		return "⚠️ This turn failed: " + ts.Error
+	case ts.Status == session.StatusFailed:
+		return "⚠️ This turn failed."
+	}
+	return ""
+}
+
+// missed finalizes a turn that ended between two polls (the next turn has
+// already started): its card gets a last edit from the last state seen,
+// and its answer comes from the transcript.
+func (w *watcher) missed(ctx context.Context, v *view) {
+	st := v.last
+	st.Status = session.StatusComplete
+	st.Pending = nil
+	st.Notices = append(append([]string(nil), st.Notices...), "This turn ended between two updates; /history shows everything it did.")
+	if v.ref != "" {
+		card := RenderTurn(st, w.renderOptions())
+		v.pending = &card
+		w.flush(ctx, v, true)
+	}
+	if v.last.FinalRef == "" {
+		w.catchUp(ctx, v.turn, v.turn+1)
+	}
+}
+
+// catchUp posts the answers of turns [from, to) that this watcher never
+// saw running, taken from the transcript (at most maxCatchUp of them).
+func (w *watcher) catchUp(ctx context.Context, from, to int) {
+	from = max(from, to-maxCatchUp)
+	if from >= to {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	hist, err := w.feed.History(cctx, w.id, session.HistoryRequest{Last: 100})
+	cancel()
+	if err != nil {
+		w.log.Warn("watcher: history for unseen turns", "from", from, "to", to, "err", err)
+		return
+	}
+	for t := from; t < to; t++ {
+		text := lastAnswer(hist, t)
+		if text == "" || !w.limit(ctx) {
+			continue
+		}
+		if _, err := w.p.PostText(ctx, w.th, text); err != nil {
+			w.log.Error("watcher: post answer of unseen turn", "turn", t, "err", err)
+		}
+	}
+}
+
+// lastAnswer is the last plain assistant message of turn t.
+func lastAnswer(hist []session.HistoryEntry, t int) string {
+	for i := len(hist) - 1; i >= 0; i-- {
+		e := hist[i]
+		if e.Turn == t && e.Msg.Role == session.RoleAssistant && e.Msg.Content != "" && len(e.Msg.ToolCalls) == 0 {
+			return e.Msg.Content
+		}
+	}
+	return ""
+}
