@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandbot/sandbot/session"
+	"github.com/stretchr/testify/mock"
 )
 
 // The worker's policy wins over the settings the bot sent: a bot started the
@@ -53,6 +55,109 @@ func TestReplayCatchesAnUnversionedChange(t *testing.T) {
 		// TMPRL1100 is the SDK's code for a non-deterministic replay.
 		if err == nil || !strings.Contains(err.Error(), "TMPRL1100") {
 			t.Errorf("replaying %s against an unversioned change: got %v, want a nondeterminism error", name, err)
+		}
+	}
+}
+
+// Two bot replicas that both watched a turn ask to post its answer; the
+// workflow grants one. A claim whose holder never recorded the post can be
+// taken over after FinalClaimTakeover, and once the post is recorded nobody
+// posts again.
+func TestFinalPostIsClaimedOnce(t *testing.T) {
+	h := newHarness(t, final("answer"))
+	h.at(0, func() { h.send("e1", "hi") })
+	type claim struct {
+		resp session.ClaimFinalResponse
+		err  error
+	}
+	var got []claim
+	ask := func(who string) {
+		h.update(session.UpdateClaimFinal, session.ClaimFinalRequest{Turn: 1, Claimer: who}, func(v any, err error) {
+			c := claim{err: err}
+			if v != nil {
+				c.resp = v.(session.ClaimFinalResponse)
+			}
+			got = append(got, c)
+		})
+	}
+	h.at(time.Second, func() { ask("bot-a"); ask("bot-b"); ask("bot-a") })
+	h.at(time.Second+session.FinalClaimTakeover+time.Second, func() { ask("bot-b") })
+	h.at(time.Second+session.FinalClaimTakeover+2*time.Second, func() {
+		h.update(session.UpdateChatRef, session.ChatRefRequest{Turn: 1, Kind: "final", Ref: "m9"}, nil)
+	})
+	h.at(time.Second+session.FinalClaimTakeover+3*time.Second, func() { ask("bot-a") })
+	h.destroyAt(time.Hour)
+	h.run(h.input(session.ApproveNever))
+
+	want := []session.ClaimFinalResponse{
+		{Granted: true},
+		{Holder: "bot-a"},
+		{Granted: true},
+		{Granted: true}, // bot-a never posted: bot-b takes over
+		{Posted: true, Holder: "bot-b"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("claims answered: %+v", got)
+	}
+	for i := range want {
+		if got[i].err != nil || got[i].resp != want[i] {
+			t.Errorf("claim %d: got %+v, %v; want %+v", i+1, got[i].resp, got[i].err, want[i])
+		}
+	}
+}
+
+// A destroy that arrives while the run waits for its handlers before
+// continuing as new (here: a fork still copying its snapshot) is carried out;
+// before the fix the destroy update waited forever and a destroy signal was
+// dropped by the continue-as-new.
+func TestDestroyWhileWaitingToContinueAsNew(t *testing.T) {
+	for _, viaSignal := range []bool{false, true} {
+		h := newHarness(t, shellCall("c1", "touch a"), final("one"))
+		// The fork's copy takes an hour and then fails, so the fork never
+		// starts a child the test would have to run.
+		h.env.OnActivity(sandboxActs.CopySnapshot, mock.Anything, mock.Anything).After(time.Hour).Return(temporal.NewNonRetryableApplicationError("store unreachable", "test", nil))
+		in := h.input(session.ApproveNever)
+		in.Settings.HistoryLimitBytes = 1 << 20
+		h.at(0, func() { h.send("e1", "hello") })
+		h.at(time.Minute, func() {
+			h.update(session.UpdateFork, session.ForkRequest{Location: session.Location{Platform: "console", Channel: "c", Thread: "fork"}, User: owner}, nil)
+		})
+		h.at(90*time.Second, func() {
+			// Past the limit from now on, while the fork copies; the chat
+			// ref wakes the loop, which then waits for the fork's handler
+			// before continuing as new.
+			h.env.SetCurrentHistorySize(2 << 20)
+			h.update(session.UpdateChatRef, session.ChatRefRequest{Turn: 1, Kind: "status", Ref: "m1"}, nil)
+		})
+		var destroyed *session.DestroyResponse
+		h.at(2*time.Minute, func() {
+			if viaSignal {
+				h.env.SignalWorkflow(session.SignalDestroy, session.DestroyRequest{User: owner})
+				return
+			}
+			h.update(session.UpdateDestroy, session.DestroyRequest{User: owner}, func(v any, err error) {
+				if err == nil {
+					r := v.(session.DestroyResponse)
+					destroyed = &r
+				}
+			})
+		})
+		h.mu.Lock()
+		h.policy = in.Settings.Policy
+		h.mu.Unlock()
+		h.env.ExecuteWorkflow(session.WorkflowName, in)
+		var res session.SessionResult
+		if err := h.env.GetWorkflowError(); err != nil {
+			t.Fatalf("signal=%v: want the session destroyed, got %v (rejected updates: %q)", viaSignal, err, h.rejects)
+		}
+		if err := h.env.GetWorkflowResult(&res); err != nil || !res.Destroyed {
+			t.Fatalf("signal=%v: result %+v, %v", viaSignal, res, err)
+		}
+		if !viaSignal && destroyed == nil {
+			t.Fatal("the destroy update never completed")
+		}
+		if len(h.destroyed) == 0 || !h.destroyed[len(h.destroyed)-1].DeleteSnapshots {
+			t.Fatalf("signal=%v: destroy activity: %+v", viaSignal, h.destroyed)
 		}
 	}
 }
