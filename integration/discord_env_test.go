@@ -13,7 +13,7 @@ import (
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/discord"
 	"github.com/sandbot/sandbot/config"
-	"github.com/sandbot/sandbot/internal/app"
+	"github.com/sandbot/sandbot/internal/botapp"
 	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 	"github.com/sandbot/sandbot/session"
 )
@@ -43,17 +43,18 @@ var (
 var discordWorlds atomic.Int64
 
 // discordEnv is a sandbot stack (worker, embedded Temporal, local sandbox,
-// fake model) with a Discord front end built as production builds it
-// (internal/app.NewBot): a chat.Core over Temporal with Discord's budget
-// and access rules, and the discord adapter, pointed at the wire-level
-// Discord fake.
+// fake model) with a Discord bot built by internal/botapp from
+// SANDBOT_DISCORD_* settings, exactly as cmd/bot builds it: a chat.Core
+// over Temporal with Discord's budget and access rules, and the discord
+// adapter, pointed at the wire-level Discord fake.
 type discordEnv struct {
 	t       testing.TB
 	s       *stack
 	f       *fakediscord.Server
-	cfg     discord.Config
 	guild   string
 	channel string
+	// adapter adjusts the adapter's config after the environment's.
+	adapter func(*discord.Config)
 	bot     *discordBot
 }
 
@@ -61,6 +62,7 @@ type discordEnv struct {
 type discordBot struct {
 	core    *chat.Core
 	a       *discord.Adapter
+	b       *botapp.Bot
 	cancel  context.CancelFunc
 	done    chan error
 	stopped bool
@@ -70,7 +72,8 @@ type discordBot struct {
 type discordOptions struct {
 	fake  fakediscord.Options
 	stack []stackOption
-	// adapter adjusts the adapter's config.
+	// adapter adjusts the adapter's config (fields no variable sets, or a
+	// test's own pacing).
 	adapter func(*discord.Config)
 }
 
@@ -78,79 +81,53 @@ func newDiscordEnv(t testing.TB, o discordOptions) *discordEnv {
 	t.Helper()
 	n := discordWorlds.Add(1)
 	guild, channel := fmt.Sprintf("42%017d", n), fmt.Sprintf("52%017d", n)
-	opts := append([]stackOption{func(c *config.Config) {
-		// The workflow's approver roles are the adapter's (as
-		// config.SessionSettings maps SANDBOT_DISCORD_APPROVER_ROLES).
-		c.Discord.ApproverRoles = []string{discordApproverRole}
-	}}, o.stack...)
-	s := newStack(t, opts...)
+	s := newStack(t, o.stack...)
 	f := fakediscord.Start(t, o.fake)
 	f.AddGuild(fakediscord.Guild{ID: guild, Name: "it guild", Roles: []fakediscord.Role{
 		{ID: discordMemberRole, Name: "member"}, {ID: discordApproverRole, Name: "approver"},
 	}})
 	f.AddChannel(fakediscord.Channel{ID: channel, Type: fakediscord.ChannelText, GuildID: guild, Name: "dev"})
 
-	cfg := discord.Config{
-		Token:                f.Token(),
-		ApplicationID:        f.AppID(),
-		GuildID:              guild,
-		AllowedRoles:         []string{discordMemberRole, discordApproverRole},
-		ApproverRoles:        s.cfg.Discord.ApproverRoles,
-		MessageContentIntent: true,
-		APIBase:              f.URL(),
-		Backends:             s.cfg.Sandbox.Backends,
-		ListBackends: func(ctx context.Context) ([]string, error) {
-			return app.ServedBackends(ctx, s.c, s.cfg.Temporal.TaskQueue, s.cfg.Sandbox.Backends)
-		},
+	// The Discord settings as an operator would write them for this guild.
+	// The approver role reaches the workflow through config
+	// (SANDBOT_DISCORD_APPROVER_ROLES goes into the session settings) and
+	// the adapter alike, as in production.
+	s.cfg.Discord = config.Discord{
+		Token: f.Token(), AppID: f.AppID(), GuildID: guild,
+		AllowedRoles:   []string{discordMemberRole, discordApproverRole},
+		ApproverRoles:  []string{discordApproverRole},
+		MessageContent: true, APIBase: f.URL(),
 	}
-	if o.adapter != nil {
-		o.adapter(&cfg)
+	if err := s.cfg.Validate(config.RoleBot); err != nil {
+		t.Fatalf("discord config: %v", err)
 	}
-	e := &discordEnv{t: t, s: s, f: f, cfg: cfg, guild: guild, channel: channel}
+	e := &discordEnv{t: t, s: s, f: f, guild: guild, channel: channel, adapter: o.adapter}
 	e.startBot()
 	return e
 }
 
-// startBot starts a bot (core and adapter) and waits until it is ready:
-// connected, commands registered, active turns resumed.
+// startBot starts a bot (core and adapter) through internal/botapp and
+// waits until it is ready: connected, commands registered, active turns
+// resumed.
 func (e *discordEnv) startBot() *discordBot {
 	e.t.Helper()
 	s := e.s
-	settings := s.cfg.SessionSettings()
-	settings.Indexed = true
-	settings.Backends = s.cfg.Sandbox.Backends
-	dc := e.cfg
-	sessions := chat.NewTemporalSessions(s.c, chat.TemporalOptions{TaskQueue: s.cfg.Temporal.TaskQueue, Indexed: true})
-	core := chat.NewCore(chat.CoreConfig{
-		Start:          chat.StartDefaults{Settings: settings, Backend: s.cfg.Sandbox.Default},
-		TemporalUIBase: s.cfg.Temporal.WebURL,
-		Namespace:      s.cfg.Temporal.Namespace,
-		Backends:       s.cfg.Sandbox.Backends,
-		Budgets:        map[string]chat.Budget{discord.Platform: dc.Budget()},
-		ServedBackends: func(ctx context.Context) ([]string, error) {
-			return app.ServedBackends(ctx, s.c, s.cfg.Temporal.TaskQueue, config.KnownBackends)
-		},
-		Authorize: func(_ context.Context, u chat.User, th chat.Thread) error {
-			if th.Platform == discord.Platform {
-				return dc.Authorize(u, th)
-			}
-			return nil
-		},
-	}, sessions, s.log)
-	a, err := discord.New(dc, core, s.log)
+	bot, err := botapp.New(s.ctx, s.c, s.cfg, botapp.Options{Discord: e.adapter, Settings: settingsHook}, s.log)
 	if err != nil {
-		core.Close()
-		e.t.Fatalf("discord.New: %v", err)
+		e.t.Fatalf("bot: %v", err)
+	}
+	if bot.Discord == nil {
+		e.t.Fatal("bot: Discord is not enabled")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &discordBot{core: core, a: a, cancel: cancel, done: make(chan error, 1)}
-	go func() { b.done <- a.Run(ctx) }()
+	b := &discordBot{core: bot.Core, a: bot.Discord, b: bot, cancel: cancel, done: make(chan error, 1)}
+	go func() { b.done <- bot.RunPlatforms(ctx) }()
 	e.t.Cleanup(func() { e.stopBot(b) })
 	select {
-	case <-a.Ready():
+	case <-b.a.Ready():
 	case err := <-b.done:
 		b.stopped = true
-		core.Close()
+		bot.Close()
 		e.t.Fatalf("discord adapter stopped before it was ready: %v", err)
 	case <-time.After(waitTimeout):
 		e.t.Fatal("discord adapter not ready")
@@ -170,7 +147,7 @@ func (e *discordEnv) stopBot(b *discordBot) {
 	if err := <-b.done; err != nil {
 		e.t.Errorf("discord adapter Run: %v", err)
 	}
-	b.core.Close()
+	b.b.Close()
 }
 
 // thread is the session location of a thread opened from message id.

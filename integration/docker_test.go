@@ -14,9 +14,9 @@ import (
 	tclient "go.temporal.io/sdk/client"
 
 	"github.com/sandbot/sandbot/config"
-	"github.com/sandbot/sandbot/internal/app"
 	"github.com/sandbot/sandbot/internal/devserver"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
+	"github.com/sandbot/sandbot/internal/workerapp"
 	"github.com/sandbot/sandbot/sandbox"
 	"github.com/sandbot/sandbot/sandbox/docker"
 	"github.com/sandbot/sandbot/session"
@@ -185,12 +185,12 @@ func TestDestroyCleansUp(t *testing.T) {
 }
 
 // sweepBackend is a docker backend labelled as the worker of the given
-// deployment labels its own (see app.LabelDeployment), for calling
-// app.SweepOrphans the way that worker's sweeper does.
+// deployment labels its own (see workerapp.LabelDeployment), for calling
+// workerapp.SweepOrphans the way that worker's sweeper does.
 func (e *env5) sweepBackend(namespace, taskQueue string) sandbox.Backend {
 	e.t.Helper()
 	b, err := docker.New(e.docker, docker.Options{Image: e.image,
-		Labels: map[string]string{app.LabelDeployment: namespace + "." + taskQueue}})
+		Labels: map[string]string{workerapp.LabelDeployment: namespace + "." + taskQueue}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestOrphanSweeper(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	removed := app.SweepOrphans(e.ctx, e.c, []sandbox.Backend{e.sweepBackend(e.cfg.Temporal.Namespace, e.cfg.Temporal.TaskQueue)}, e.log)
+	removed := workerapp.SweepOrphans(e.ctx, e.c, []sandbox.Backend{e.sweepBackend(e.cfg.Temporal.Namespace, e.cfg.Temporal.TaskQueue)}, e.log)
 	if !slices.Contains(removed, oc.ID) || slices.Contains(removed, lc.ID) {
 		t.Fatalf("sweep removed %q; want the orphan %s and not the live %s", removed, oc.ID, lc.ID)
 	}
@@ -253,7 +253,7 @@ func TestSweeperSparesAnotherDeploymentsContainers(t *testing.T) {
 	defer oc.Close()
 	// The other deployment's worker labels and sweeps its own containers.
 	b := e.sweepBackend(other.Namespace(), "other-deployment")
-	removed := app.SweepOrphans(e.ctx, oc, []sandbox.Backend{b}, e.log)
+	removed := workerapp.SweepOrphans(e.ctx, oc, []sandbox.Backend{b}, e.log)
 	if slices.Contains(removed, ctr.ID) {
 		t.Fatalf("a sweep by another deployment removed this deployment's live container %s (session %s is running)", ctr.ID, th.ID())
 	}

@@ -16,9 +16,9 @@ import (
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/config"
-	"github.com/sandbot/sandbot/internal/app"
 	"github.com/sandbot/sandbot/internal/devserver"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
+	"github.com/sandbot/sandbot/internal/workerapp"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -172,12 +172,10 @@ func TestWorkerKilledMidCommand(t *testing.T) {
 }
 
 func TestContinueAsNewKeepsState(t *testing.T) {
-	s := newStack(t, func(c *config.Config) { c.Session.ApprovalMode = "never" })
 	// Force continue-as-new at every turn boundary.
-	s.core.Close()
 	settingsHook = func(st *session.Settings) { st.HistoryLimitBytes = 1 }
 	defer func() { settingsHook = nil }()
-	s.startCore()
+	s := newStack(t, func(c *config.Config) { c.Session.ApprovalMode = "never" })
 	th := s.thread("can")
 	const turns = 5
 	for i := 1; i <= turns; i++ {
@@ -244,7 +242,7 @@ func TestDevServerRestartKeepsSession(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		w, err := app.StartWorker(ctx, c, cfg, app.WorkerOptions{}, testLogger(t))
+		w, err := workerapp.Start(ctx, c, cfg, workerapp.Options{}, testLogger(t))
 		if err != nil {
 			t.Fatal(err)
 		}

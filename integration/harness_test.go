@@ -22,10 +22,11 @@ import (
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/config"
-	"github.com/sandbot/sandbot/internal/app"
+	"github.com/sandbot/sandbot/internal/botapp"
 	"github.com/sandbot/sandbot/internal/devcmd"
 	"github.com/sandbot/sandbot/internal/devserver"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
+	"github.com/sandbot/sandbot/internal/workerapp"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -60,14 +61,17 @@ func testLogger(t testing.TB) *slog.Logger {
 var nonWord = regexp.MustCompile(`[^a-zA-Z0-9]+`)
 
 // stack is one isolated sandbot: its own task queue, model fake, worker,
-// sandbox root, snapshot store and chat core, on the shared server.
+// sandbox root, snapshot store and chat core, on the shared server. The
+// worker and the bot are built by internal/workerapp and internal/botapp,
+// as cmd/worker, cmd/bot and cmd/dev build them.
 type stack struct {
 	t      testing.TB
 	ctx    context.Context
 	c      client.Client
 	cfg    *config.Config
 	model  *fakeopenai.Server
-	worker *app.Worker
+	worker *workerapp.Worker
+	bot    *botapp.Bot
 	core   *chat.Core
 	poster *recPoster
 	log    *slog.Logger
@@ -115,7 +119,7 @@ func newStack(t testing.TB, opts ...stackOption) *stack {
 
 func (s *stack) startWorker() {
 	s.t.Helper()
-	w, err := app.StartWorker(s.ctx, s.c, s.cfg, app.WorkerOptions{}, s.log)
+	w, err := workerapp.Start(s.ctx, s.c, s.cfg, workerapp.Options{Policy: policyHook()}, s.log)
 	if err != nil {
 		s.t.Fatalf("worker: %v", err)
 	}
@@ -123,23 +127,36 @@ func (s *stack) startWorker() {
 	s.t.Cleanup(w.Stop)
 }
 
+// startCore starts the bot through the production assembly. No chat
+// platform is configured, so it is the core alone; tests hand it messages
+// with their own poster, as the terminal front end does.
 func (s *stack) startCore() {
-	settings := s.cfg.SessionSettings()
-	settings.Indexed = true
-	if settingsHook != nil {
-		settingsHook(&settings)
+	s.t.Helper()
+	b, err := botapp.New(s.ctx, s.c, s.cfg, botapp.Options{Settings: settingsHook}, s.log)
+	if err != nil {
+		s.t.Fatalf("bot: %v", err)
 	}
-	sessions := chat.NewTemporalSessions(s.c, chat.TemporalOptions{TaskQueue: s.cfg.Temporal.TaskQueue, Indexed: true})
-	s.core = chat.NewCore(chat.CoreConfig{
-		Start:     chat.StartDefaults{Settings: settings, Backend: s.cfg.Sandbox.Default},
-		Namespace: s.cfg.Temporal.Namespace,
-		Backends:  s.cfg.Sandbox.Backends,
-	}, sessions, s.log)
-	s.t.Cleanup(s.core.Close)
+	s.bot, s.core = b, b.Core
+	s.t.Cleanup(b.Close)
 }
 
-// settingsHook, when set, adjusts the settings new sessions start with.
+// settingsHook, when set, adjusts what sessions run with: the settings the
+// bot starts them with and the policy the worker gives them (sessions take
+// the policy from the worker). Set it before newStack.
 var settingsHook func(*session.Settings)
+
+// policyHook applies settingsHook to the worker's policy.
+func policyHook() func(*session.Policy) {
+	hook := settingsHook
+	if hook == nil {
+		return nil
+	}
+	return func(p *session.Policy) {
+		st := session.Settings{Policy: *p}
+		hook(&st)
+		*p = st.Policy
+	}
+}
 
 var alice = chat.User{ID: "U-alice", Name: "alice"}
 

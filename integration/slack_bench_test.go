@@ -48,7 +48,7 @@ func slackProgressLatency(b *testing.B, editInterval time.Duration) {
 		stack: []stackOption{slackNoApprovals},
 		fake:  fakeslack.Options{MinUpdateInterval: editInterval},
 	})
-	if got := e.env.Config.EditInterval; got != editInterval {
+	if got := e.s.cfg.Slack.EditInterval; got != editInterval {
 		b.Fatalf("adapter edit interval %v, want %v", got, editInterval)
 	}
 	e.s.model.SetResponder(toolLoop(slackBenchCalls))

@@ -12,9 +12,8 @@ import (
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/slack"
-	"github.com/sandbot/sandbot/chat/slack/slacktest"
 	"github.com/sandbot/sandbot/config"
-	"github.com/sandbot/sandbot/internal/app"
+	"github.com/sandbot/sandbot/internal/botapp"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 	"github.com/sandbot/sandbot/session"
 )
@@ -37,18 +36,20 @@ const (
 var slackWorlds atomic.Int64
 
 // slackEnv is a sandbot stack (worker, embedded Temporal, local sandbox,
-// fake model) with a Slack front end wired as internal/app wires it: the
-// adapter is built first, the chat.Core over Temporal takes its Budget, and
-// the adapter runs with the core, against the wire-level Slack fake
-// (Socket Mode and Web API through the real slack-go client).
+// fake model) with a Slack bot built by internal/botapp from SANDBOT_SLACK_*
+// settings, exactly as cmd/bot builds it, pointed at the wire-level Slack
+// fake (Socket Mode and Web API through the real slack-go client).
 type slackEnv struct {
 	t       testing.TB
 	s       *stack
-	env     *slacktest.Env
 	f       *fakeslack.Server
 	team    string
 	channel string
+	// adapter adjusts the adapter's config after the environment's.
+	adapter func(*slack.Config)
+	bot     *botapp.Bot
 	core    *chat.Core
+	stop    func()
 }
 
 // slackOptions adjust a slackEnv before its bot starts.
@@ -69,10 +70,7 @@ func newSlackEnv(t testing.TB, o slackOptions) *slackEnv {
 	t.Helper()
 	n := slackWorlds.Add(1)
 	team, channel := fmt.Sprintf("T%07dIT", n), fmt.Sprintf("C%07dIT", n)
-	// Approvers reach new sessions through config (SANDBOT_SLACK_APPROVERS
-	// goes into SessionSettings) and the adapter alike, as in production.
-	opts := append([]stackOption{func(c *config.Config) { c.Slack.Approvers = []string{slackDave} }}, o.stack...)
-	s := newStack(t, opts...)
+	s := newStack(t, o.stack...)
 	// Registered after the stack, so it runs while the worker still runs.
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -84,59 +82,80 @@ func newSlackEnv(t testing.TB, o slackOptions) *slackEnv {
 	if fo.MinUpdateInterval == 0 {
 		fo.MinUpdateInterval = 100 * time.Millisecond
 	}
-	env := slacktest.New(t, slacktest.Options{Fake: fo, Log: s.log, Config: func(c *slack.Config) {
-		c.AllowedUsers = []string{slackAlice, slackBob, slackDave}
-		c.Approvers = s.cfg.Slack.Approvers
-		if o.adapter != nil {
-			o.adapter(c)
-		}
-	}})
-	e := &slackEnv{t: t, s: s, env: env, f: env.Fake, team: team, channel: channel}
+	f := fakeslack.New(fo)
+	t.Cleanup(f.Close)
+	fo = f.Options()
+	// The Slack settings as an operator would write them for this
+	// workspace. Approvers reach new sessions through config
+	// (SANDBOT_SLACK_APPROVERS goes into the session settings) and the
+	// adapter alike, as in production.
+	s.cfg.Slack = config.Slack{
+		BotToken: fo.BotToken, AppToken: fo.AppToken, SigningSecret: fo.SigningSecret,
+		APIBase: f.URL(), ListenAddr: "127.0.0.1:0",
+		EditInterval: max(fo.MinUpdateInterval, 100*time.Millisecond), UpdateBudget: fo.UpdatesPerMinute,
+		AllowedUsers: []string{slackAlice, slackBob, slackDave}, Approvers: []string{slackDave},
+	}
+	if err := s.cfg.Validate(config.RoleBot); err != nil {
+		t.Fatalf("slack config: %v", err)
+	}
+	e := &slackEnv{t: t, s: s, f: f, team: team, channel: channel, adapter: o.adapter}
 	e.startBot()
 	return e
 }
 
-// startBot builds a core over env.Adapter's budget (as app.NewBot does) and
-// runs the adapter with it; it returns once the adapter is connected.
+// startBot builds the bot with internal/botapp and runs its platforms; it
+// returns once the adapter is connected.
 func (e *slackEnv) startBot() {
 	e.t.Helper()
 	s := e.s
-	settings := s.cfg.SessionSettings()
-	settings.Indexed = true
-	settings.Backends = s.cfg.Sandbox.Backends
-	sessions := chat.NewTemporalSessions(s.c, chat.TemporalOptions{TaskQueue: s.cfg.Temporal.TaskQueue, Indexed: true})
-	core := chat.NewCore(chat.CoreConfig{
-		Start:          chat.StartDefaults{Settings: settings, Backend: s.cfg.Sandbox.Default},
-		TemporalUIBase: s.cfg.Temporal.WebURL,
-		Namespace:      s.cfg.Temporal.Namespace,
-		Backends:       s.cfg.Sandbox.Backends,
-		Budgets:        map[string]chat.Budget{slack.Platform: e.env.Adapter.Budget()},
-		ServedBackends: func(ctx context.Context) ([]string, error) {
-			return app.ServedBackends(ctx, s.c, s.cfg.Temporal.TaskQueue, config.KnownBackends)
-		},
-	}, sessions, s.log)
-	e.core = core
-	// Registered before Run registers the adapter's Stop, so on cleanup
-	// the adapter stops first and then the core's watchers.
-	e.t.Cleanup(core.Close)
-	e.env.Run(core)
+	b, err := botapp.New(s.ctx, s.c, s.cfg, botapp.Options{Slack: e.adapter, Settings: settingsHook}, s.log)
+	if err != nil {
+		e.t.Fatalf("bot: %v", err)
+	}
+	if b.Slack == nil {
+		e.t.Fatal("bot: Slack is not enabled")
+	}
+	e.bot, e.core = b, b.Core
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.RunPlatforms(ctx) }()
+	stopped := false
+	// A process exit: the adapter stops first, then the core's watchers.
+	e.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Errorf("bot: %v", err)
+		}
+		b.Close()
+	}
+	e.t.Cleanup(e.stop)
+	select {
+	case <-b.Slack.Ready():
+	case err := <-done:
+		stopped = true
+		b.Close()
+		e.t.Fatalf("slack adapter stopped before it was ready: %v", err)
+	case <-time.After(waitTimeout):
+		e.t.Fatal("slack adapter not ready")
+	}
+	if s.cfg.Slack.Mode != "http" {
+		// The client may report "connected" before the fake has finished
+		// its side (hello); wait until both agree.
+		e.wait("the fake sees the connection", func(sn fakeslack.Snapshot) bool { return sn.Open > 0 })
+	}
 }
 
 // restart stops the bot (adapter, then core) as a process exit would and
-// starts a new adapter and core against the same fake workspace; turns keep
-// running in Temporal. slacktest.Env.Restart builds the new adapter and
-// runs it in one step, but the new core must be built from the new
-// adapter's Budget, so the steps are spelled out here.
+// starts a new one against the same fake workspace; turns keep running in
+// Temporal.
 func (e *slackEnv) restart() {
 	e.t.Helper()
 	before := e.f.Snapshot().Connections
-	e.env.Stop()
-	e.core.Close()
-	a, err := slack.New(e.env.Config, e.s.log)
-	if err != nil {
-		e.t.Fatalf("slack.New: %v", err)
-	}
-	e.env.Adapter = a
+	e.stop()
 	e.startBot()
 	// The old websocket is gone and the new one is the only one, so no
 	// envelope can go to the stopped bot.
@@ -244,7 +263,7 @@ func (e *slackEnv) idle() {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	if err := e.env.Adapter.WaitIdle(ctx); err != nil {
+	if err := e.bot.Slack.WaitIdle(ctx); err != nil {
 		e.t.Fatalf("adapter idle: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/internal/app"
+	"github.com/sandbot/sandbot/internal/botapp"
 )
 
 func main() {
@@ -29,7 +30,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
-	bot, err := app.NewBot(ctx, c, cfg, log)
+	bot, err := botapp.New(ctx, c, cfg, botapp.Options{}, log)
 	if err != nil {
 		return err
 	}

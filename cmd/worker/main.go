@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/internal/app"
+	"github.com/sandbot/sandbot/internal/workerapp"
 )
 
 func main() {
@@ -32,7 +33,7 @@ func run(ctx context.Context) error {
 	if err := app.EnsureSearchAttributes(ctx, c, cfg.Temporal.Namespace, log); err != nil {
 		log.Warn("search attributes", "error", err)
 	}
-	w, err := app.StartWorker(ctx, c, cfg, app.WorkerOptions{}, log)
+	w, err := workerapp.Start(ctx, c, cfg, workerapp.Options{}, log)
 	if err != nil {
 		return err
 	}

@@ -17,10 +17,11 @@ import (
 
 	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/config"
-	"github.com/sandbot/sandbot/internal/app"
+	"github.com/sandbot/sandbot/internal/botapp"
 	"github.com/sandbot/sandbot/internal/devserver"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	"github.com/sandbot/sandbot/internal/logging"
+	"github.com/sandbot/sandbot/internal/workerapp"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -87,14 +88,14 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return fmt.Errorf("temporal client: %w", err)
 	}
 	defer c.Close()
-	w, err := app.StartWorker(ctx, c, cfg, app.WorkerOptions{}, log)
+	w, err := workerapp.Start(ctx, c, cfg, workerapp.Options{}, log)
 	if err != nil {
 		return err
 	}
 	defer w.Stop()
 	fmt.Fprint(stdout, "  "+w.Describe())
 
-	bot, err := app.NewBot(ctx, c, cfg, log)
+	bot, err := botapp.New(ctx, c, cfg, botapp.Options{}, log)
 	if err != nil {
 		return err
 	}

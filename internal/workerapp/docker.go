@@ -1,7 +1,8 @@
-package app
+package workerapp
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/sandbox"
@@ -18,7 +19,7 @@ const LabelDeployment = "sandbot.deployment"
 func newDockerBackend(_ context.Context, cfg *config.Config) (sandbox.Backend, error) {
 	cli, err := docker.NewClient("")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("docker client: %w", err)
 	}
 	return docker.New(cli, docker.Options{
 		Image: cfg.Docker.Image, PullMissing: cfg.Docker.PullMissing, Workdir: cfg.Docker.Workdir,

@@ -1,9 +1,9 @@
-// Package app assembles sandbot's processes from their parts: the worker
-// (session workflow, model activity, sandbox activities per backend) and the
-// bot (chat core plus the enabled front ends). cmd/worker, cmd/bot and
-// cmd/dev are thin shells around it, and the integration tests start the very
-// same assembly against an embedded Temporal server.
-package app
+// Package workerapp assembles the worker process from configuration: the
+// session workflow and the model activity on the session queue, and the
+// sandbox activities of every backend it can serve on the backend and host
+// queues. cmd/worker and cmd/dev run it, and the integration tests start
+// the very same assembly against an embedded Temporal server.
+package workerapp
 
 import (
 	"context"
@@ -43,19 +43,24 @@ type Worker struct {
 	cancel    context.CancelFunc
 }
 
-// WorkerOptions lets tests and cmd/dev adjust the assembly.
-type WorkerOptions struct {
+// Options let tests and cmd/dev adjust the assembly. The zero value is
+// production's.
+type Options struct {
 	// Backends, when set, replaces the backends built from the config
 	// (tests inject a preconfigured backend).
 	Backends []sandbox.Backend
-	// ModelHTTP is used as the model client's transport when set.
+	// Model, when set, replaces the model activities built from the config.
 	Model *agent.Activities
-	// WorkerOptions tunes the Temporal workers.
+	// Temporal tunes the Temporal workers.
 	Temporal worker.Options
+	// Policy, when set, adjusts the session policy this worker serves
+	// (tests use limits that configuration would refuse).
+	Policy func(*session.Policy)
 }
 
-// StartWorker builds and starts the worker. Stop it with (*Worker).Stop.
-func StartWorker(ctx context.Context, c client.Client, cfg *config.Config, opts WorkerOptions, log *slog.Logger) (*Worker, error) {
+// Start builds and starts the worker. cfg must have been validated for a
+// role that reads the worker's variables. Stop it with (*Worker).Stop.
+func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Options, log *slog.Logger) (*Worker, error) {
 	models := opts.Model
 	if models == nil {
 		m, err := agent.NewActivities(agent.Config{
@@ -99,6 +104,11 @@ func StartWorker(ctx context.Context, c client.Client, cfg *config.Config, opts 
 	main := worker.New(c, cfg.Temporal.TaskQueue, wo)
 	main.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: session.WorkflowName})
 	main.RegisterActivity(models)
+	policy := cfg.SessionPolicy()
+	if opts.Policy != nil {
+		opts.Policy(&policy)
+	}
+	main.RegisterActivity(&workflows.PolicyActivities{Policy: policy})
 	w.workers = append(w.workers, main)
 	var queues []string
 	if w.HostQueue == cfg.Temporal.TaskQueue {
@@ -147,7 +157,7 @@ func (w *Worker) buildBackends(ctx context.Context, cfg *config.Config, log *slo
 func newBackend(ctx context.Context, name string, cfg *config.Config) (sandbox.Backend, error) {
 	switch name {
 	case "local":
-		return local.New(local.Options{Root: cfg.Sandbox.LocalRoot})
+		return local.New(local.Options{Root: cfg.Sandbox.LocalRoot, DefaultTimeout: cfg.Session.CommandTimeout})
 	case "docker":
 		return newDockerBackend(ctx, cfg)
 	case "daytona", "e2b":
