@@ -1,20 +1,22 @@
-package chat
+package chat_test
 
 import (
 	"context"
 	"strings"
 	"testing"
 
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/chattest"
 	"github.com/sandbot/sandbot/session"
 )
 
 func TestApprovalRoundTrip(t *testing.T) {
-	discord := Thread{Platform: "discord", Workspace: "1184759316318441472", Channel: "1184759317027262536", Thread: "1290418820165537862"}
-	slack := Thread{Platform: "slack", Workspace: "T0123ABCD", Channel: "C0456EFGH", Thread: "1700000000.000100"}
-	odd := Thread{Platform: "matrix", Workspace: "", Channel: "#room.with~dots%", Thread: "007"}
+	discord := chat.Thread{Platform: "discord", Workspace: "1184759316318441472", Channel: "1184759317027262536", Thread: "1290418820165537862"}
+	slack := chat.Thread{Platform: "slack", Workspace: "T0123ABCD", Channel: "C0456EFGH", Thread: "1700000000.000100"}
+	odd := chat.Thread{Platform: "matrix", Workspace: "", Channel: "#room.with~dots%", Thread: "007"}
 	for _, tc := range []struct {
 		name   string
-		th     Thread
+		th     chat.Thread
 		callID string
 	}{
 		{"discord", discord, "call_Xy12AbCdEfGhIjKlMnOpQrSt"},
@@ -22,11 +24,11 @@ func TestApprovalRoundTrip(t *testing.T) {
 		{"odd characters", odd, "call.with.dots#and~tilde%"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := EncodeApproval(tc.th.ID(), tc.callID)
+			v := chat.EncodeApproval(tc.th.ID(), tc.callID)
 			if strings.ContainsAny(v, " :") {
 				t.Errorf("value %q contains a space or ':'", v)
 			}
-			id, call, err := DecodeApproval(v)
+			id, call, err := chat.DecodeApproval(v)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,72 +39,72 @@ func TestApprovalRoundTrip(t *testing.T) {
 	}
 	// A Discord session and an OpenAI-style call ID fit Discord's custom_id
 	// in the full form.
-	v := EncodeApproval(discord.ID(), "call_Xy12AbCdEfGhIjKlMnOpQrSt")
-	if len(v) > MaxDiscordButtonValue {
-		t.Errorf("discord value is %d chars (%q), want <= %d", len(v), v, MaxDiscordButtonValue)
+	v := chat.EncodeApproval(discord.ID(), "call_Xy12AbCdEfGhIjKlMnOpQrSt")
+	if len(v) > chat.MaxDiscordButtonValue {
+		t.Errorf("discord value is %d chars (%q), want <= %d", len(v), v, chat.MaxDiscordButtonValue)
 	}
-	if len(ActionApproveAlways)+1+MaxDiscordButtonValue != 100 {
+	if len(chat.ActionApproveAlways)+1+chat.MaxDiscordButtonValue != 100 {
 		t.Errorf("MaxDiscordButtonValue does not leave room for the action ID")
 	}
 }
 
 func TestEncodeApprovalCompactFallbacks(t *testing.T) {
-	th := Thread{Platform: "discord", Workspace: "1184759316318441472", Channel: "1184759317027262536", Thread: "1290418820165537862"}
+	th := chat.Thread{Platform: "discord", Workspace: "1184759316318441472", Channel: "1184759317027262536", Thread: "1290418820165537862"}
 	long := "chatcmpl-tool-" + strings.Repeat("a", 40)
-	v, err := EncodeApprovalCompact(th.ID(), long, MaxDiscordButtonValue)
+	v, err := chat.EncodeApprovalCompact(th.ID(), long, chat.MaxDiscordButtonValue)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(v) > MaxDiscordButtonValue || !strings.HasPrefix(v, "2.") {
-		t.Fatalf("value %q (%d chars): want the thread-relative form within %d", v, len(v), MaxDiscordButtonValue)
+	if len(v) > chat.MaxDiscordButtonValue || !strings.HasPrefix(v, "2.") {
+		t.Fatalf("value %q (%d chars): want the thread-relative form within %d", v, len(v), chat.MaxDiscordButtonValue)
 	}
-	id, call, err := DecodeApproval(v)
+	id, call, err := chat.DecodeApproval(v)
 	if err != nil || id != "" || call != long {
 		t.Fatalf("decoded (%q, %q, %v), want (\"\", %q, nil)", id, call, err, long)
 	}
 
 	huge := strings.Repeat("z", 200)
-	v, err = EncodeApprovalCompact(th.ID(), huge, MaxDiscordButtonValue)
+	v, err = chat.EncodeApprovalCompact(th.ID(), huge, chat.MaxDiscordButtonValue)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(v) != 18 || !strings.HasPrefix(v, "3.") {
 		t.Fatalf("value %q: want the 18-char digest form", v)
 	}
-	_, call, err = DecodeApproval(v)
-	if err != nil || !strings.HasPrefix(call, digestPrefix) {
+	_, call, err = chat.DecodeApproval(v)
+	if err != nil || !strings.HasPrefix(call, chat.DigestPrefix) {
 		t.Fatalf("digest decoded to (%q, %v)", call, err)
 	}
-	got, ok := resolveDigest(session.TurnState{Pending: &session.PendingApproval{CallID: huge}}, strings.TrimPrefix(call, digestPrefix))
+	got, ok := chat.ResolveDigest(session.TurnState{Pending: &session.PendingApproval{CallID: huge}}, strings.TrimPrefix(call, chat.DigestPrefix))
 	if !ok || got != huge {
 		t.Fatalf("digest did not resolve to the pending call")
 	}
 
-	if _, err := EncodeApprovalCompact(th.ID(), huge, 10); err == nil {
+	if _, err := chat.EncodeApprovalCompact(th.ID(), huge, 10); err == nil {
 		t.Fatal("a limit below the digest form must fail")
 	}
 }
 
 func TestDecodeApprovalRejectsGarbage(t *testing.T) {
 	for _, v := range []string{"", "x", "1.s.a.b", "1.q.a.b.c.d", "9.abc", "2.", "1.s.a.b.c.", "1.s.a.b.c.d%ZZ", "1.s.#!!.b.c.d"} {
-		if id, call, err := DecodeApproval(v); err == nil {
+		if id, call, err := chat.DecodeApproval(v); err == nil {
 			t.Errorf("DecodeApproval(%q) = (%q, %q), want an error", v, id, call)
 		}
 	}
 }
 
 func TestHandleActionUnauthorizedRepliesOnly(t *testing.T) {
-	f := &fakeSessions{
+	f := &chattest.Sessions{
 		ApproveFn: func(string, session.ApproveRequest) (session.ApproveResponse, error) {
-			return session.ApproveResponse{}, &UserError{Msg: "@bob may not approve commands in this session"}
+			return session.ApproveResponse{}, &chat.UserError{Msg: "@bob may not approve commands in this session"}
 		},
 	}
 	c := newTestCore(t, f, newAutoClock(), nil)
 	p := &recPoster{}
 	var replies []string
-	a := Action{
-		ID: ActionApprove, Value: EncodeApproval(testThread.ID(), "call_1"),
-		User: User{ID: "U2", Name: "bob"}, Thread: testThread,
+	a := chat.Action{
+		ID: chat.ActionApprove, Value: chat.EncodeApproval(testThread.ID(), "call_1"),
+		User: chat.User{ID: "U2", Name: "bob"}, Thread: testThread,
 		Reply: func(_ context.Context, text string) error { replies = append(replies, text); return nil },
 	}
 	if err := c.HandleAction(context.Background(), p, a); err != nil {
@@ -121,7 +123,7 @@ func TestHandleActionUnauthorizedRepliesOnly(t *testing.T) {
 
 func TestHandleActionDecisionsAndNudge(t *testing.T) {
 	ts := &script{states: []session.TurnState{{Turn: 2, Version: 9, Status: session.StatusComplete, StatusRef: "m1", FinalRef: "t1"}}}
-	f := &fakeSessions{
+	f := &chattest.Sessions{
 		ApproveFn: func(string, session.ApproveRequest) (session.ApproveResponse, error) {
 			return session.ApproveResponse{}, nil
 		},
@@ -129,27 +131,25 @@ func TestHandleActionDecisionsAndNudge(t *testing.T) {
 	}
 	c := newTestCore(t, f, newAutoClock(), nil)
 	for id, want := range map[string]string{
-		ActionApprove:       "approve call_7 approve U1",
-		ActionApproveAlways: "approve call_7 approve_always U1",
-		ActionReject:        "approve call_7 reject U1",
+		chat.ActionApprove:       "approve call_7 approve U1",
+		chat.ActionApproveAlways: "approve call_7 approve_always U1",
+		chat.ActionReject:        "approve call_7 reject U1",
 	} {
-		f.mu.Lock()
-		f.calls = nil
-		f.mu.Unlock()
+		before := len(f.Calls())
 		// The thread-relative form needs the Action's thread.
-		a := Action{ID: id, Value: "2.call_7", User: User{ID: "U1"}, Thread: testThread, Reply: func(context.Context, string) error {
+		a := chat.Action{ID: id, Value: "2.call_7", User: chat.User{ID: "U1"}, Thread: testThread, Reply: func(context.Context, string) error {
 			t.Errorf("unexpected ephemeral reply")
 			return nil
 		}}
 		if err := c.HandleAction(context.Background(), &recPoster{}, a); err != nil {
 			t.Fatal(err)
 		}
-		if got := f.Calls(); len(got) == 0 || got[0] != want {
+		if got := f.Calls()[before:]; len(got) == 0 || got[0] != want {
 			t.Errorf("%s: calls %q, want first %q", id, got, want)
 		}
 	}
 	var replies []string
-	a := Action{ID: "launch_rockets", Value: "2.call_7", Thread: testThread, Reply: func(_ context.Context, s string) error {
+	a := chat.Action{ID: "launch_rockets", Value: "2.call_7", Thread: testThread, Reply: func(_ context.Context, s string) error {
 		replies = append(replies, s)
 		return nil
 	}}

@@ -1,4 +1,4 @@
-package chat
+package chat_test
 
 import (
 	"context"
@@ -7,13 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/chattest"
 	"github.com/sandbot/sandbot/session"
 )
 
 func TestParseCommand(t *testing.T) {
 	tests := []struct {
 		in      string
-		want    Command
+		want    chat.Command
 		ok      bool
 		wantErr string
 	}{
@@ -22,38 +24,38 @@ func TestParseCommand(t *testing.T) {
 		{in: "/usr/bin/env is missing", ok: false},
 		{in: "!important: fix it", ok: false},
 		{in: "/", ok: false},
-		{in: "/stop", want: Command{Name: CmdStop}, ok: true},
-		{in: "  !STOP ", want: Command{Name: CmdStop}, ok: true},
-		{in: "/cancel", want: Command{Name: CmdStop}, ok: true},
-		{in: "/stop now", want: Command{Name: CmdStop, Args: []string{"now"}}, ok: true, wantErr: "takes no arguments"},
-		{in: "/status", want: Command{Name: CmdStatus}, ok: true},
-		{in: "/help", want: Command{Name: CmdHelp}, ok: true},
-		{in: "/history", want: Command{Name: CmdHistory}, ok: true},
-		{in: "/history 5", want: Command{Name: CmdHistory, Args: []string{"5"}, N: 5}, ok: true},
-		{in: "/history 500", want: Command{Name: CmdHistory, Args: []string{"500"}, N: MaxHistory}, ok: true},
-		{in: "/history lots", want: Command{Name: CmdHistory, Args: []string{"lots"}}, ok: true, wantErr: "count from 1 to 50"},
-		{in: "/backend", want: Command{Name: CmdBackend}, ok: true},
-		{in: "/backend docker", want: Command{Name: CmdBackend, Args: []string{"docker"}, Backend: "docker"}, ok: true},
-		{in: "/switch docker", want: Command{Name: CmdBackend, Args: []string{"docker"}, Backend: "docker"}, ok: true},
-		{in: "/backend docker local", want: Command{Name: CmdBackend, Args: []string{"docker", "local"}}, ok: true, wantErr: "Usage: /backend [NAME]"},
-		{in: "/fork", want: Command{Name: CmdFork}, ok: true},
-		{in: "/fork experiment", want: Command{Name: CmdFork, Args: []string{"experiment"}, Title: "experiment"}, ok: true},
-		{in: `/fork "try the other fix" docker`, want: Command{Name: CmdFork, Args: []string{"try the other fix", "docker"}, Title: "try the other fix", Backend: "docker"}, ok: true},
-		{in: "/fork “curly quotes” e2b", want: Command{Name: CmdFork, Args: []string{"curly quotes", "e2b"}, Title: "curly quotes", Backend: "e2b"}, ok: true},
-		{in: "/fork try the other fix", want: Command{Name: CmdFork, Args: []string{"try", "the", "other", "fix"}}, ok: true, wantErr: "in quotes"},
-		{in: `/fork "unclosed`, want: Command{Name: CmdFork}, ok: true, wantErr: "quote is not closed"},
-		{in: "/sessions", want: Command{Name: CmdSessions}, ok: true},
-		{in: "/destroy", want: Command{Name: CmdDestroy}, ok: true},
-		{in: "/destroy confirm", want: Command{Name: CmdDestroy, Args: []string{"confirm"}, Confirm: true}, ok: true},
-		{in: "/destroy please", want: Command{Name: CmdDestroy, Args: []string{"please"}}, ok: true, wantErr: "Usage: /destroy confirm"},
-		{in: "/pause", want: Command{Name: CmdPause}, ok: true},
-		{in: "/resume", want: Command{Name: CmdResume}, ok: true},
-		{in: "/frobnicate", want: Command{Name: "frobnicate"}, ok: true, wantErr: "no command /frobnicate"},
-		{in: "/status\nand more", want: Command{Name: CmdStatus, Args: []string{"and", "more"}}, ok: true, wantErr: "takes no arguments"},
+		{in: "/stop", want: chat.Command{Name: chat.CmdStop}, ok: true},
+		{in: "  !STOP ", want: chat.Command{Name: chat.CmdStop}, ok: true},
+		{in: "/cancel", want: chat.Command{Name: chat.CmdStop}, ok: true},
+		{in: "/stop now", want: chat.Command{Name: chat.CmdStop, Args: []string{"now"}}, ok: true, wantErr: "takes no arguments"},
+		{in: "/status", want: chat.Command{Name: chat.CmdStatus}, ok: true},
+		{in: "/help", want: chat.Command{Name: chat.CmdHelp}, ok: true},
+		{in: "/history", want: chat.Command{Name: chat.CmdHistory}, ok: true},
+		{in: "/history 5", want: chat.Command{Name: chat.CmdHistory, Args: []string{"5"}, N: 5}, ok: true},
+		{in: "/history 500", want: chat.Command{Name: chat.CmdHistory, Args: []string{"500"}, N: chat.MaxHistory}, ok: true},
+		{in: "/history lots", want: chat.Command{Name: chat.CmdHistory, Args: []string{"lots"}}, ok: true, wantErr: "count from 1 to 50"},
+		{in: "/backend", want: chat.Command{Name: chat.CmdBackend}, ok: true},
+		{in: "/backend docker", want: chat.Command{Name: chat.CmdBackend, Args: []string{"docker"}, Backend: "docker"}, ok: true},
+		{in: "/switch docker", want: chat.Command{Name: chat.CmdBackend, Args: []string{"docker"}, Backend: "docker"}, ok: true},
+		{in: "/backend docker local", want: chat.Command{Name: chat.CmdBackend, Args: []string{"docker", "local"}}, ok: true, wantErr: "Usage: /backend [NAME]"},
+		{in: "/fork", want: chat.Command{Name: chat.CmdFork}, ok: true},
+		{in: "/fork experiment", want: chat.Command{Name: chat.CmdFork, Args: []string{"experiment"}, Title: "experiment"}, ok: true},
+		{in: `/fork "try the other fix" docker`, want: chat.Command{Name: chat.CmdFork, Args: []string{"try the other fix", "docker"}, Title: "try the other fix", Backend: "docker"}, ok: true},
+		{in: "/fork “curly quotes” e2b", want: chat.Command{Name: chat.CmdFork, Args: []string{"curly quotes", "e2b"}, Title: "curly quotes", Backend: "e2b"}, ok: true},
+		{in: "/fork try the other fix", want: chat.Command{Name: chat.CmdFork, Args: []string{"try", "the", "other", "fix"}}, ok: true, wantErr: "in quotes"},
+		{in: `/fork "unclosed`, want: chat.Command{Name: chat.CmdFork}, ok: true, wantErr: "quote is not closed"},
+		{in: "/sessions", want: chat.Command{Name: chat.CmdSessions}, ok: true},
+		{in: "/destroy", want: chat.Command{Name: chat.CmdDestroy}, ok: true},
+		{in: "/destroy confirm", want: chat.Command{Name: chat.CmdDestroy, Args: []string{"confirm"}, Confirm: true}, ok: true},
+		{in: "/destroy please", want: chat.Command{Name: chat.CmdDestroy, Args: []string{"please"}}, ok: true, wantErr: "Usage: /destroy confirm"},
+		{in: "/pause", want: chat.Command{Name: chat.CmdPause}, ok: true},
+		{in: "/resume", want: chat.Command{Name: chat.CmdResume}, ok: true},
+		{in: "/frobnicate", want: chat.Command{Name: "frobnicate"}, ok: true, wantErr: "no command /frobnicate"},
+		{in: "/status\nand more", want: chat.Command{Name: chat.CmdStatus, Args: []string{"and", "more"}}, ok: true, wantErr: "takes no arguments"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			got, ok, err := ParseCommand(tt.in)
+			got, ok, err := chat.ParseCommand(tt.in)
 			if ok != tt.ok {
 				t.Fatalf("ok = %v, want %v", ok, tt.ok)
 			}
@@ -64,7 +66,7 @@ func TestParseCommand(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error = %v, want it to contain %q", err, tt.wantErr)
 				}
-				var ue *UserError
+				var ue *chat.UserError
 				if !errors.As(err, &ue) {
 					t.Errorf("parse error %T is not a *UserError, so it would not be shown as is", err)
 				}
@@ -77,16 +79,16 @@ func TestParseCommand(t *testing.T) {
 }
 
 func TestHandleCommandStatus(t *testing.T) {
-	f := &fakeSessions{
+	f := &chattest.Sessions{
 		InfoFn: func(id string) (session.Info, error) {
-			return session.Info{WorkflowID: id, Title: "fix ci", Owner: User{ID: "U1", Name: "ann"}, Backend: "docker", Turns: 4}, nil
+			return session.Info{WorkflowID: id, Title: "fix ci", Owner: chat.User{ID: "U1", Name: "ann"}, Backend: "docker", Turns: 4}, nil
 		},
 		TurnStateFn: func(string) (session.TurnState, error) {
 			return session.TurnState{Turn: 4, Status: session.StatusThinking, Backend: "docker", PendingBackend: "local", Queued: 2}, nil
 		},
 	}
 	c := newTestCore(t, f, newAutoClock(), nil)
-	r, err := c.HandleCommand(context.Background(), &recPoster{}, testThread, User{ID: "U1"}, Command{Name: CmdStatus})
+	r, err := c.HandleCommand(context.Background(), &recPoster{}, testThread, chat.User{ID: "U1"}, chat.Command{Name: chat.CmdStatus})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,13 +112,13 @@ func TestHandleCommandStatus(t *testing.T) {
 }
 
 func TestHandleCommandRelaysWorkflowErrors(t *testing.T) {
-	f := &fakeSessions{
+	f := &chattest.Sessions{
 		SetBackendFn: func(string, session.SetBackendRequest) (session.SetBackendResponse, error) {
-			return session.SetBackendResponse{}, &UserError{Msg: `backend "gpu" is not available; available backends: local, docker`}
+			return session.SetBackendResponse{}, &chat.UserError{Msg: `backend "gpu" is not available; available backends: local, docker`}
 		},
 	}
 	c := newTestCore(t, f, newAutoClock(), nil)
-	r, err := c.HandleCommand(context.Background(), &recPoster{}, testThread, User{ID: "U1"}, Command{Name: CmdBackend, Backend: "gpu"})
+	r, err := c.HandleCommand(context.Background(), &recPoster{}, testThread, chat.User{ID: "U1"}, chat.Command{Name: chat.CmdBackend, Backend: "gpu"})
 	if err != nil {
 		t.Fatalf("a user error must not be an internal error: %v", err)
 	}
@@ -128,24 +130,24 @@ func TestHandleCommandRelaysWorkflowErrors(t *testing.T) {
 	f.SetBackendFn = func(string, session.SetBackendRequest) (session.SetBackendResponse, error) {
 		return session.SetBackendResponse{}, errors.New("dial tcp 10.0.0.7:7233: connection refused")
 	}
-	r, err = c.HandleCommand(context.Background(), &recPoster{}, testThread, User{ID: "U1"}, Command{Name: CmdBackend, Backend: "gpu"})
+	r, err = c.HandleCommand(context.Background(), &recPoster{}, testThread, chat.User{ID: "U1"}, chat.Command{Name: chat.CmdBackend, Backend: "gpu"})
 	if err == nil {
 		t.Fatal("internal error not returned")
 	}
-	if strings.Contains(r.Text, "10.0.0.7") || r.Text != internalErrorText {
+	if strings.Contains(r.Text, "10.0.0.7") || r.Text != chat.InternalErrorText {
 		t.Errorf("internal detail leaked to the user: %q", r.Text)
 	}
 }
 
 func TestHandleCommandDestroyNeedsConfirm(t *testing.T) {
-	f := &fakeSessions{DestroyFn: func(string) (session.DestroyResponse, error) { return session.DestroyResponse{Turns: 3}, nil }}
+	f := &chattest.Sessions{DestroyFn: func(string) (session.DestroyResponse, error) { return session.DestroyResponse{Turns: 3}, nil }}
 	c := newTestCore(t, f, newAutoClock(), nil)
-	r, _ := c.HandleCommand(context.Background(), &recPoster{}, testThread, User{ID: "U1"}, Command{Name: CmdDestroy})
-	if f.count("destroy") != 0 || !strings.Contains(r.Text, "/destroy confirm") {
+	r, _ := c.HandleCommand(context.Background(), &recPoster{}, testThread, chat.User{ID: "U1"}, chat.Command{Name: chat.CmdDestroy})
+	if f.Count("destroy") != 0 || !strings.Contains(r.Text, "/destroy confirm") {
 		t.Fatalf("unconfirmed destroy: calls %v, reply %q", f.Calls(), r.Text)
 	}
-	r, _ = c.HandleCommand(context.Background(), &recPoster{}, testThread, User{ID: "U1"}, Command{Name: CmdDestroy, Confirm: true})
-	if f.count("destroy") != 1 || !strings.Contains(r.Text, "destroyed after 3 turns") {
+	r, _ = c.HandleCommand(context.Background(), &recPoster{}, testThread, chat.User{ID: "U1"}, chat.Command{Name: chat.CmdDestroy, Confirm: true})
+	if f.Count("destroy") != 1 || !strings.Contains(r.Text, "destroyed after 3 turns") {
 		t.Fatalf("confirmed destroy: calls %v, reply %q", f.Calls(), r.Text)
 	}
 }
@@ -156,7 +158,7 @@ type forkPoster struct {
 	opened []string
 }
 
-func (p *forkPoster) StartThread(_ context.Context, from Thread, title string) (Thread, error) {
+func (p *forkPoster) StartThread(_ context.Context, from chat.Thread, title string) (chat.Thread, error) {
 	p.opened = append(p.opened, title)
 	from.Thread = "T2"
 	return from, nil
@@ -164,7 +166,7 @@ func (p *forkPoster) StartThread(_ context.Context, from Thread, title string) (
 
 func TestHandleCommandFork(t *testing.T) {
 	var got session.ForkRequest
-	f := &fakeSessions{
+	f := &chattest.Sessions{
 		InfoFn: func(string) (session.Info, error) { return session.Info{Title: "fix ci"}, nil },
 		ForkFn: func(id string, req session.ForkRequest) (session.ForkResponse, error) {
 			got = req
@@ -174,13 +176,13 @@ func TestHandleCommandFork(t *testing.T) {
 	c := newTestCore(t, f, newAutoClock(), nil)
 
 	// Without ThreadStarter the platform cannot fork.
-	r, err := c.HandleCommand(context.Background(), &recPoster{}, testThread, User{ID: "U1"}, Command{Name: CmdFork})
-	if err != nil || !strings.Contains(r.Text, "not supported") || f.count("fork") != 0 {
+	r, err := c.HandleCommand(context.Background(), &recPoster{}, testThread, chat.User{ID: "U1"}, chat.Command{Name: chat.CmdFork})
+	if err != nil || !strings.Contains(r.Text, "not supported") || f.Count("fork") != 0 {
 		t.Fatalf("fork without ThreadStarter: %q, %v, calls %v", r.Text, err, f.Calls())
 	}
 
 	p := &forkPoster{}
-	r, err = c.HandleCommand(context.Background(), p, testThread, User{ID: "U1"}, Command{Name: CmdFork, Title: "other", Backend: "docker"})
+	r, err = c.HandleCommand(context.Background(), p, testThread, chat.User{ID: "U1"}, chat.Command{Name: chat.CmdFork, Title: "other", Backend: "docker"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +201,7 @@ func TestHandleCommandFork(t *testing.T) {
 }
 
 // cardText joins all text of a card.
-func cardText(c Card) string {
+func cardText(c chat.Card) string {
 	parts := []string{c.Title}
 	for _, b := range c.Blocks {
 		parts = append(parts, b.Text)

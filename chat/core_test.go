@@ -1,4 +1,4 @@
-package chat
+package chat_test
 
 import (
 	"context"
@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/chattest"
 	"github.com/sandbot/sandbot/session"
 )
 
 func TestHandleMessageEmptyAndOversized(t *testing.T) {
-	f := &fakeSessions{}
+	f := &chattest.Sessions{}
 	c := newTestCore(t, f, newAutoClock(), nil)
 	p := &recPoster{}
 	for _, text := range []string{"", "   \n\t "} {
@@ -38,7 +40,7 @@ func TestHandleMessageEmptyAndOversized(t *testing.T) {
 func TestHandleMessageStartsSession(t *testing.T) {
 	var gotIn session.SessionInput
 	var gotReq session.MessageRequest
-	f := &fakeSessions{
+	f := &chattest.Sessions{
 		SendFn: func(in session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
 			gotIn, gotReq = in, req
 			return session.MessageResponse{Turn: 1}, nil
@@ -46,8 +48,8 @@ func TestHandleMessageStartsSession(t *testing.T) {
 		TurnStateFn: (&script{states: []session.TurnState{done(1, 1, "hi")}}).next,
 	}
 	settings := session.Settings{Policy: session.Policy{ApprovalMode: session.ApproveUnlessReadOnly, MaxToolCalls: 7}}
-	c := newTestCore(t, f, newAutoClock(), func(cfg *CoreConfig) {
-		cfg.Start = StartDefaults{Settings: settings, Backend: "docker"}
+	c := newTestCore(t, f, newAutoClock(), func(cfg *chat.CoreConfig) {
+		cfg.Start = chat.StartDefaults{Settings: settings, Backend: "docker"}
 	})
 	p := &recPoster{}
 	text := "  fix the flaky test\nin pkg/foo, it times out  "
@@ -68,8 +70,8 @@ func TestHandleMessageStartsSession(t *testing.T) {
 }
 
 func TestHandleMessageShowsValidatorRejection(t *testing.T) {
-	f := &fakeSessions{SendFn: func(session.SessionInput, session.MessageRequest) (session.MessageResponse, error) {
-		return session.MessageResponse{}, &UserError{Msg: "this session has been destroyed", Err: errors.New("validator")}
+	f := &chattest.Sessions{SendFn: func(session.SessionInput, session.MessageRequest) (session.MessageResponse, error) {
+		return session.MessageResponse{}, &chat.UserError{Msg: "this session has been destroyed", Err: errors.New("validator")}
 	}}
 	c := newTestCore(t, f, newAutoClock(), nil)
 	p := &recPoster{}
@@ -79,13 +81,13 @@ func TestHandleMessageShowsValidatorRejection(t *testing.T) {
 	if got := texts(p); len(got) != 1 || got[0] != "this session has been destroyed" {
 		t.Errorf("replies = %q", got)
 	}
-	if err := c.HandleMessage(context.Background(), p, Message{Thread: testThread, Text: "no id"}); err == nil {
+	if err := c.HandleMessage(context.Background(), p, chat.Message{Thread: testThread, Text: "no id"}); err == nil {
 		t.Error("a message without EventID must be refused")
 	}
 }
 
 func TestHandleMessageCommands(t *testing.T) {
-	f := &fakeSessions{StopFn: func(string) (session.StopResponse, error) {
+	f := &chattest.Sessions{StopFn: func(string) (session.StopResponse, error) {
 		return session.StopResponse{Stopped: true, Turn: 3}, nil
 	},
 		TurnStateFn: (&script{states: []session.TurnState{done(3, 9, "x")}}).next}
@@ -96,7 +98,7 @@ func TestHandleMessageCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if f.count("send") != 0 || f.count("stop") != 2 {
+	if f.Count("send") != 0 || f.Count("stop") != 2 {
 		t.Errorf("calls = %q: commands must not reach the agent", f.Calls())
 	}
 	got := texts(p)
@@ -107,9 +109,9 @@ func TestHandleMessageCommands(t *testing.T) {
 }
 
 func TestAuthorize(t *testing.T) {
-	f := &fakeSessions{}
-	c := newTestCore(t, f, newAutoClock(), func(cfg *CoreConfig) {
-		cfg.Authorize = func(_ context.Context, u User, _ Thread) error {
+	f := &chattest.Sessions{}
+	c := newTestCore(t, f, newAutoClock(), func(cfg *chat.CoreConfig) {
+		cfg.Authorize = func(_ context.Context, u chat.User, _ chat.Thread) error {
 			if u.ID == "U1" {
 				return nil
 			}
@@ -118,7 +120,7 @@ func TestAuthorize(t *testing.T) {
 	})
 	p := &recPoster{}
 	m := msg("e1", "hello")
-	m.User = User{ID: "U666"}
+	m.User = chat.User{ID: "U666"}
 	if err := c.HandleMessage(context.Background(), p, m); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package chat
+package chat_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -21,7 +22,7 @@ func exit(n int) *int { return &n }
 var t0 = time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC)
 
 func renderCases() map[string]session.TurnState {
-	ann := User{ID: "U1", Name: "ann"}
+	ann := chat.User{ID: "U1", Name: "ann"}
 	longOut := ""
 	for i := 1; i <= 40; i++ {
 		longOut += fmt.Sprintf("ok  \tgithub.com/acme/pkg%d\t0.%02ds\n", i, i)
@@ -69,13 +70,13 @@ func renderCases() map[string]session.TurnState {
 }
 
 func TestRenderTurnGolden(t *testing.T) {
-	opts := RenderOptions{
-		WorkflowID: Thread{Platform: "discord", Workspace: "1184759316318441472", Channel: "1184759317027262536", Thread: "1290418820165537862"}.ID(),
-		Approvers:  "@ann (owner), role ops", MaxButtonValue: MaxDiscordButtonValue,
+	opts := chat.RenderOptions{
+		WorkflowID: chat.Thread{Platform: "discord", Workspace: "1184759316318441472", Channel: "1184759317027262536", Thread: "1290418820165537862"}.ID(),
+		Approvers:  "@ann (owner), role ops", MaxButtonValue: chat.MaxDiscordButtonValue,
 	}
 	for name, ts := range renderCases() {
 		t.Run(name, func(t *testing.T) {
-			card := RenderTurn(ts, opts)
+			card := chat.RenderTurn(ts, opts)
 			var buf bytes.Buffer
 			enc := json.NewEncoder(&buf)
 			enc.SetEscapeHTML(false)
@@ -97,7 +98,7 @@ func TestRenderTurnGolden(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Errorf("card differs from %s:\n%s", path, got)
 			}
-			if n := cardLen(card); n > 3500 {
+			if n := chat.CardLen(card); n > 3500 {
 				t.Errorf("card has %d chars, over the 3500 budget", n)
 			}
 		})
@@ -114,8 +115,8 @@ func TestRenderTurnBounds(t *testing.T) {
 	}
 	ts := session.TurnState{Turn: 1, Status: session.StatusThinking, ToolCalls: calls}
 	for _, limit := range []int{3500, 1500, 600} {
-		card := RenderTurn(ts, RenderOptions{MaxChars: limit})
-		if n := cardLen(card); n > limit {
+		card := chat.RenderTurn(ts, chat.RenderOptions{MaxChars: limit})
+		if n := chat.CardLen(card); n > limit {
 			t.Errorf("MaxChars %d: card has %d chars", limit, n)
 		}
 		if !strings.Contains(cardText(card), "earlier tool calls") {
@@ -125,11 +126,11 @@ func TestRenderTurnBounds(t *testing.T) {
 			t.Errorf("MaxChars %d: %d blocks", limit, len(card.Blocks))
 		}
 	}
-	line := commandLine(calls[0], 80)
+	line := chat.CommandLine(calls[0], 80)
 	if n := len([]rune(line)); n != 80 || !strings.HasSuffix(line, "…") {
 		t.Errorf("command line %q has %d runes, want 80 ending in …", line, n)
 	}
-	tail := outputTail(calls[0].Output, 5, 300)
+	tail := chat.OutputTail(calls[0].Output, 5, 300)
 	if got := strings.Count(tail, "\n"); got != 4 || !strings.HasPrefix(tail, "…") {
 		t.Errorf("output tail %q: want 5 lines marked as cut", tail)
 	}
@@ -137,19 +138,19 @@ func TestRenderTurnBounds(t *testing.T) {
 
 func TestRenderApprovalButtons(t *testing.T) {
 	ts := renderCases()["awaiting approval"]
-	card := RenderTurn(ts, RenderOptions{WorkflowID: testThread.ID()})
-	var buttons []Button
+	card := chat.RenderTurn(ts, chat.RenderOptions{WorkflowID: testThread.ID()})
+	var buttons []chat.Button
 	for _, b := range card.Blocks {
 		buttons = append(buttons, b.Buttons...)
 	}
 	if len(buttons) != 3 {
 		t.Fatalf("buttons = %+v", buttons)
 	}
-	for i, id := range []string{ActionApprove, ActionApproveAlways, ActionReject} {
+	for i, id := range []string{chat.ActionApprove, chat.ActionApproveAlways, chat.ActionReject} {
 		if buttons[i].ID != id {
 			t.Errorf("button %d is %q, want %q", i, buttons[i].ID, id)
 		}
-		wid, call, err := DecodeApproval(buttons[i].Value)
+		wid, call, err := chat.DecodeApproval(buttons[i].Value)
 		if err != nil || wid != testThread.ID() || call != "call_c" {
 			t.Errorf("button %d value decodes to (%q, %q, %v)", i, wid, call, err)
 		}
@@ -157,8 +158,8 @@ func TestRenderApprovalButtons(t *testing.T) {
 	// Once decided, the buttons are gone.
 	ts.Status = session.StatusThinking
 	ts.Pending = nil
-	for _, b := range RenderTurn(ts, RenderOptions{}).Blocks {
-		if b.Kind == BlockActions {
+	for _, b := range chat.RenderTurn(ts, chat.RenderOptions{}).Blocks {
+		if b.Kind == chat.BlockActions {
 			t.Error("decided approval still has buttons")
 		}
 	}

@@ -1,4 +1,4 @@
-package chat
+package chat_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/session"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -126,12 +127,12 @@ func startFrontend(t *testing.T, f *frontend) client.Client {
 func TestTemporalSendUsesUpdateWithStart(t *testing.T) {
 	f := &frontend{}
 	f.outcome = &updatepb.Outcome{Value: &updatepb.Outcome_Success{Success: payloads(t, session.MessageResponse{Turn: 4, Queued: true})}}
-	s := NewTemporalSessions(startFrontend(t, f), TemporalOptions{})
+	s := chat.NewTemporalSessions(startFrontend(t, f), chat.TemporalOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	in := session.SessionInput{Location: testThread, Owner: User{ID: "U1"}, Backend: "docker", Settings: session.Settings{Policy: session.Policy{MaxToolCalls: 9}}}
-	resp, err := s.Send(ctx, in, session.MessageRequest{EventID: "Ev1", User: User{ID: "U1"}, Text: "hi"})
+	in := session.SessionInput{Location: testThread, Owner: chat.User{ID: "U1"}, Backend: "docker", Settings: session.Settings{Policy: session.Policy{MaxToolCalls: 9}}}
+	resp, err := s.Send(ctx, in, session.MessageRequest{EventID: "Ev1", User: chat.User{ID: "U1"}, Text: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,16 +192,16 @@ func TestTemporalValidatorRejectionIsUserError(t *testing.T) {
 		Message:     why,
 		FailureInfo: &failurepb.Failure_ApplicationFailureInfo{ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: "*errors.errorString"}},
 	}}}
-	s := NewTemporalSessions(startFrontend(t, f), TemporalOptions{})
+	s := chat.NewTemporalSessions(startFrontend(t, f), chat.TemporalOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
 	_, err := s.Send(ctx, session.SessionInput{Location: testThread}, session.MessageRequest{EventID: "e", Text: "x"})
-	if got := UserMessage(err); got != why {
+	if got := chat.UserMessage(err); got != why {
 		t.Errorf("send rejection shows %q, want %q (err %v)", got, why, err)
 	}
 	_, err = s.Approve(ctx, testThread.ID(), session.ApproveRequest{CallID: "c1", Decision: session.DecisionApprove})
-	if got := UserMessage(err); got != why {
+	if got := chat.UserMessage(err); got != why {
 		t.Errorf("approve rejection shows %q (err %v)", got, err)
 	}
 	req := f.updates[0]
@@ -213,7 +214,7 @@ func TestTemporalValidatorRejectionIsUserError(t *testing.T) {
 func TestTemporalQueriesAndNotFound(t *testing.T) {
 	f := &frontend{}
 	f.queryAns = payloads(t, session.TurnState{Turn: 3, Version: 11, Status: session.StatusThinking})
-	s := NewTemporalSessions(startFrontend(t, f), TemporalOptions{})
+	s := chat.NewTemporalSessions(startFrontend(t, f), chat.TemporalOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -227,22 +228,22 @@ func TestTemporalQueriesAndNotFound(t *testing.T) {
 
 	f.queryErr = serviceerror.NewNotFound("workflow not found")
 	_, err = s.Info(ctx, testThread.ID())
-	if !errors.Is(err, ErrNoSession) || !strings.Contains(UserMessage(err), "no running session") {
-		t.Errorf("not found = %v (%q)", err, UserMessage(err))
+	if !errors.Is(err, chat.ErrNoSession) || !strings.Contains(chat.UserMessage(err), "no running session") {
+		t.Errorf("not found = %v (%q)", err, chat.UserMessage(err))
 	}
 }
 
 func TestTemporalList(t *testing.T) {
-	other := Thread{Platform: "slack", Workspace: "T1", Channel: "C9", Thread: "1.2"}
+	other := chat.Thread{Platform: "slack", Workspace: "T1", Channel: "C9", Thread: "1.2"}
 	f := &frontend{execs: []*workflowpb.WorkflowExecutionInfo{
 		{Execution: &commonpb.WorkflowExecution{WorkflowId: testThread.ID()}, Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, StartTime: timestamppb.New(t0)},
 		{Execution: &commonpb.WorkflowExecution{WorkflowId: other.ID()}, Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, StartTime: timestamppb.New(t0.Add(time.Hour))},
 		{Execution: &commonpb.WorkflowExecution{WorkflowId: "not-a-session"}, Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING},
 	}}
-	s := NewTemporalSessions(startFrontend(t, f), TemporalOptions{})
+	s := chat.NewTemporalSessions(startFrontend(t, f), chat.TemporalOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	got, err := s.List(ctx, ListFilter{Platform: "test", ActiveOnly: true})
+	got, err := s.List(ctx, chat.ListFilter{Platform: "test", ActiveOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,8 +254,8 @@ func TestTemporalList(t *testing.T) {
 		t.Errorf("query = %q", q)
 	}
 
-	idx := NewTemporalSessions(startFrontend(t, f), TemporalOptions{Indexed: true})
-	if _, err := idx.List(ctx, ListFilter{Platform: "slack", Channel: "C'9", TurnActive: true}); err != nil {
+	idx := chat.NewTemporalSessions(startFrontend(t, f), chat.TemporalOptions{Indexed: true})
+	if _, err := idx.List(ctx, chat.ListFilter{Platform: "slack", Channel: "C'9", TurnActive: true}); err != nil {
 		t.Fatal(err)
 	}
 	want := `WorkflowType = 'Session' AND SandbotPlatform = 'slack' AND SandbotChannel = 'C\'9' AND SandbotActiveTurn = true`
@@ -264,10 +265,10 @@ func TestTemporalList(t *testing.T) {
 }
 
 func TestUIURL(t *testing.T) {
-	if got := UIURL("", "default", "x"); got != "" {
+	if got := chat.UIURL("", "default", "x"); got != "" {
 		t.Errorf("no base: %q", got)
 	}
-	got := UIURL("http://localhost:8233/", "", Thread{Platform: "slack", Channel: "C1", Thread: "a/b"}.ID())
+	got := chat.UIURL("http://localhost:8233/", "", chat.Thread{Platform: "slack", Channel: "C1", Thread: "a/b"}.ID())
 	want := "http://localhost:8233/namespaces/default/workflows/session%2Fslack%2F%2FC1%2Fa%252Fb"
 	if got != want {
 		t.Errorf("UIURL = %q, want %q", got, want)

@@ -1,4 +1,4 @@
-package chat
+package chat_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/chattest"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -35,8 +37,8 @@ func sendTurn(turn int, dup bool) func(session.SessionInput, session.MessageRequ
 	}
 }
 
-func msg(id, text string) Message {
-	return Message{EventID: id, Thread: testThread, User: User{ID: "U1", Name: "ann"}, Text: text}
+func msg(id, text string) chat.Message {
+	return chat.Message{EventID: id, Thread: testThread, User: chat.User{ID: "U1", Name: "ann"}, Text: text}
 }
 
 func texts(p *recPoster) []string {
@@ -58,14 +60,14 @@ func TestWatcherRendersOnlyOnVersionChange(t *testing.T) {
 	states = append(states, done(1, 3, "the answer"))
 	s := &script{states: states}
 	var lastVersion atomic.Int64
-	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: func(id string) (session.TurnState, error) {
+	f := &chattest.Sessions{SendFn: sendTurn(1, false), TurnStateFn: func(id string) (session.TurnState, error) {
 		ts, err := s.next(id)
 		lastVersion.Store(ts.Version)
 		return ts, err
 	}}
 	clock := newAutoClock()
 	c := newTestCore(t, f, clock, nil)
-	p := &recPoster{clock: clock, EditFn: func(string, Card) error {
+	p := &recPoster{clock: clock, EditFn: func(string, chat.Card) error {
 		if lastVersion.Load() == 1 {
 			t.Error("edited while the version had not moved")
 		}
@@ -99,7 +101,7 @@ func TestWatcherRendersOnlyOnVersionChange(t *testing.T) {
 		t.Errorf("recorded refs = %+v", refs)
 	}
 	// Polling stopped with the turn.
-	if n := f.count("turn_state"); n != len(s.states) {
+	if n := f.Count("turn_state"); n != len(s.states) {
 		t.Errorf("%d polls for a %d-state script: the watcher kept polling after the turn ended", n, len(s.states))
 	}
 }
@@ -114,7 +116,7 @@ func TestWatcherCoalescesAndPaces(t *testing.T) {
 	states = append(states, done(1, 26, "ok"))
 	s := &script{states: states}
 	var lastPolled atomic.Value
-	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: func(id string) (session.TurnState, error) {
+	f := &chattest.Sessions{SendFn: sendTurn(1, false), TurnStateFn: func(id string) (session.TurnState, error) {
 		ts, err := s.next(id)
 		lastPolled.Store(ts)
 		return ts, err
@@ -122,10 +124,10 @@ func TestWatcherCoalescesAndPaces(t *testing.T) {
 	clock := newAutoClock()
 	c := newTestCore(t, f, clock, nil)
 	p := &recPoster{clock: clock}
-	opts := RenderOptions{WorkflowID: testThread.ID(), MaxChars: 3500}
-	p.EditFn = func(_ string, card Card) error {
+	opts := chat.RenderOptions{WorkflowID: testThread.ID(), MaxChars: 3500}
+	p.EditFn = func(_ string, card chat.Card) error {
 		// Only the latest state is ever sent: intermediate ones were dropped.
-		if want := RenderTurn(lastPolled.Load().(session.TurnState), opts); !reflect.DeepEqual(card, want) {
+		if want := chat.RenderTurn(lastPolled.Load().(session.TurnState), opts); !reflect.DeepEqual(card, want) {
 			t.Errorf("edit shows %q, but the latest state polled renders %q", cardText(card), cardText(want))
 		}
 		return nil
@@ -160,9 +162,9 @@ func TestWatcherPollIntervalsBackOff(t *testing.T) {
 	}
 	states = append(states, done(1, 2, "ok"))
 	s := &script{states: states}
-	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: s.next}
+	f := &chattest.Sessions{SendFn: sendTurn(1, false), TurnStateFn: s.next}
 	clock := newAutoClock()
-	c := newTestCore(t, f, clock, func(cfg *CoreConfig) { cfg.Budgets["test"] = Budget{MinEditInterval: time.Millisecond} })
+	c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) { cfg.Budgets["test"] = chat.Budget{MinEditInterval: time.Millisecond} })
 	if err := c.HandleMessage(context.Background(), &recPoster{clock: clock}, msg("e1", "go")); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +188,7 @@ func TestWatcherIgnoresEarlierTurnsComplete(t *testing.T) {
 		done(4, 10, "old answer"), done(4, 10, "old answer"), done(4, 10, "old answer"),
 		running(5, 11), done(5, 12, "new answer"),
 	}}
-	f := &fakeSessions{SendFn: sendTurn(5, false), TurnStateFn: s.next}
+	f := &chattest.Sessions{SendFn: sendTurn(5, false), TurnStateFn: s.next}
 	clock := newAutoClock()
 	c := newTestCore(t, f, clock, nil)
 	p := &recPoster{clock: clock}
@@ -209,7 +211,7 @@ func TestWatcherFinalNotRepostedAfterRestart(t *testing.T) {
 	// watches again but changes nothing.
 	ended := done(3, 9, "answer")
 	ended.StatusRef, ended.FinalRef = "m1", "t1"
-	f := &fakeSessions{SendFn: sendTurn(3, true), TurnStateFn: (&script{states: []session.TurnState{ended}}).next}
+	f := &chattest.Sessions{SendFn: sendTurn(3, true), TurnStateFn: (&script{states: []session.TurnState{ended}}).next}
 	clock := newAutoClock()
 	c := newTestCore(t, f, clock, nil)
 	p := &recPoster{clock: clock}
@@ -220,7 +222,7 @@ func TestWatcherFinalNotRepostedAfterRestart(t *testing.T) {
 	if ev := p.Events(); len(ev) != 0 {
 		t.Errorf("a finalized turn was shown again: %+v", ev)
 	}
-	if n := f.count("chat_ref"); n != 0 {
+	if n := f.Count("chat_ref"); n != 0 {
 		t.Errorf("%d chat refs recorded for a finalized turn", n)
 	}
 
@@ -228,9 +230,9 @@ func TestWatcherFinalNotRepostedAfterRestart(t *testing.T) {
 	// between): Resume edits the same message and posts the answer once.
 	half := done(3, 9, "answer")
 	half.StatusRef = "m1"
-	sum := SessionSummary{WorkflowID: testThread.ID(), Location: testThread, Running: true}
-	f2 := &fakeSessions{
-		ListFn:      func(ListFilter) ([]SessionSummary, error) { return []SessionSummary{sum}, nil },
+	sum := chat.SessionSummary{WorkflowID: testThread.ID(), Location: testThread, Running: true}
+	f2 := &chattest.Sessions{
+		ListFn:      func(chat.ListFilter) ([]chat.SessionSummary, error) { return []chat.SessionSummary{sum}, nil },
 		TurnStateFn: (&script{states: []session.TurnState{half}}).next,
 	}
 	c2 := newTestCore(t, f2, clock, nil)
@@ -255,7 +257,7 @@ func TestWatcherSkipsAnswerPostedElsewhere(t *testing.T) {
 	// card still gets its last edit, the answer is not posted again.
 	end := done(1, 2, "answer")
 	end.StatusRef, end.FinalRef = "m1", "elsewhere"
-	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: (&script{states: []session.TurnState{running(1, 1), end}}).next}
+	f := &chattest.Sessions{SendFn: sendTurn(1, false), TurnStateFn: (&script{states: []session.TurnState{running(1, 1), end}}).next}
 	clock := newAutoClock()
 	c := newTestCore(t, f, clock, nil)
 	p := &recPoster{clock: clock}
@@ -276,17 +278,17 @@ func TestResumeEditsExistingStatusMessage(t *testing.T) {
 	active.StatusRef = "m42"
 	idle := done(2, 3, "x")
 	idle.StatusRef, idle.FinalRef = "m1", "t1"
-	other := Thread{Platform: "test", Channel: "C1", Thread: "T9"}
+	other := chat.Thread{Platform: "test", Channel: "C1", Thread: "T9"}
 	sessions := map[string]*script{
 		testThread.ID(): {states: []session.TurnState{active, active, active, done(7, 6, "built")}},
 		other.ID():      {states: []session.TurnState{idle}},
 	}
-	f := &fakeSessions{
-		ListFn: func(fl ListFilter) ([]SessionSummary, error) {
+	f := &chattest.Sessions{
+		ListFn: func(fl chat.ListFilter) ([]chat.SessionSummary, error) {
 			if fl.Platform != "test" || !fl.ActiveOnly || !fl.TurnActive {
 				t.Errorf("list filter = %+v", fl)
 			}
-			return []SessionSummary{{WorkflowID: testThread.ID(), Location: testThread}, {WorkflowID: other.ID(), Location: other}}, nil
+			return []chat.SessionSummary{{WorkflowID: testThread.ID(), Location: testThread}, {WorkflowID: other.ID(), Location: other}}, nil
 		},
 		TurnStateFn: func(id string) (session.TurnState, error) { return sessions[id].next(id) },
 	}
@@ -320,7 +322,7 @@ func TestWatcherMissedTurnEnd(t *testing.T) {
 		{Turn: 5, Msg: session.Message{Role: session.RoleAssistant, Content: "turn five answer"}},
 		{Turn: 6, Msg: session.Message{Role: session.RoleUser, Content: "more"}},
 	}
-	f := &fakeSessions{
+	f := &chattest.Sessions{
 		SendFn:      sendTurn(5, false),
 		TurnStateFn: (&script{states: []session.TurnState{running(5, 1), running(5, 2, "ls"), running(6, 4)}}).next,
 		HistoryFn:   func(string, session.HistoryRequest) ([]session.HistoryEntry, error) { return hist, nil },
@@ -358,10 +360,10 @@ func TestWatcherMissedTurnEnd(t *testing.T) {
 func TestWatcherDedupesConcurrentWatches(t *testing.T) {
 	release := make(chan struct{})
 	posting := make(chan struct{}, 1)
-	f := &fakeSessions{TurnStateFn: (&script{states: []session.TurnState{running(1, 1), done(1, 2, "ok")}}).next}
+	f := &chattest.Sessions{TurnStateFn: (&script{states: []session.TurnState{running(1, 1), done(1, 2, "ok")}}).next}
 	clock := newAutoClock()
 	c := newTestCore(t, f, clock, nil)
-	p := &recPoster{clock: clock, PostFn: func(Card) error {
+	p := &recPoster{clock: clock, PostFn: func(chat.Card) error {
 		posting <- struct{}{}
 		<-release
 		return nil
@@ -377,7 +379,7 @@ func TestWatcherDedupesConcurrentWatches(t *testing.T) {
 	}
 	close(release)
 	waitIdle(t, c, testThread)
-	if n := f.count("send"); n != 2 {
+	if n := f.Count("send"); n != 2 {
 		t.Fatalf("%d sends, want 2", n)
 	}
 	if n := len(p.ops("post")); n != 1 {
@@ -391,12 +393,14 @@ func TestWatcherDedupesConcurrentWatches(t *testing.T) {
 func TestWatcherSurvivesFailedEditAndUsesLimiter(t *testing.T) {
 	var fails atomic.Int32
 	var waits atomic.Int32
-	f := &fakeSessions{SendFn: sendTurn(1, false),
+	f := &chattest.Sessions{SendFn: sendTurn(1, false),
 		TurnStateFn: (&script{states: []session.TurnState{running(1, 1), running(1, 2, "a"), running(1, 2, "a"), running(1, 2, "a"), running(1, 2, "a"), running(1, 2, "a"), running(1, 3, "a", "b"), done(1, 4, "fin")}}).next}
 	clock := newAutoClock()
 	lim := limiterFunc(func(context.Context) error { waits.Add(1); return nil })
-	c := newTestCore(t, f, clock, func(cfg *CoreConfig) { cfg.Budgets["test"] = Budget{MinEditInterval: time.Second, Limiter: lim} })
-	p := &recPoster{clock: clock, EditFn: func(string, Card) error {
+	c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) {
+		cfg.Budgets["test"] = chat.Budget{MinEditInterval: time.Second, Limiter: lim}
+	})
+	p := &recPoster{clock: clock, EditFn: func(string, chat.Card) error {
 		if fails.Add(1) == 1 {
 			return errBoom
 		}
@@ -425,7 +429,7 @@ func (f limiterFunc) Wait(ctx context.Context) error { return f(ctx) }
 
 func TestWatcherStopsWhenSessionPaused(t *testing.T) {
 	paused := session.TurnState{Turn: 4, Version: 8, Status: session.StatusComplete, Paused: true}
-	f := &fakeSessions{SendFn: sendTurn(5, false), TurnStateFn: (&script{states: []session.TurnState{paused}}).next}
+	f := &chattest.Sessions{SendFn: sendTurn(5, false), TurnStateFn: (&script{states: []session.TurnState{paused}}).next}
 	clock := newAutoClock()
 	c := newTestCore(t, f, clock, nil)
 	p := &recPoster{clock: clock}
@@ -433,7 +437,7 @@ func TestWatcherStopsWhenSessionPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitIdle(t, c, testThread)
-	if n := f.count("turn_state"); n != 1 || len(p.Events()) != 0 {
+	if n := f.Count("turn_state"); n != 1 || len(p.Events()) != 0 {
 		t.Errorf("paused session: %d polls, events %+v", n, p.Events())
 	}
 }
@@ -447,11 +451,11 @@ func TestWatcherEditBurstStaysWithinTheBucket(t *testing.T) {
 	}
 	states = append(states, done(1, 41, "ok"))
 	s := &script{states: states}
-	f := &fakeSessions{SendFn: sendTurn(1, false), TurnStateFn: s.next}
+	f := &chattest.Sessions{SendFn: sendTurn(1, false), TurnStateFn: s.next}
 	clock := newAutoClock()
 	const burst = 5
-	c := newTestCore(t, f, clock, func(cfg *CoreConfig) {
-		cfg.Budgets = map[string]Budget{"test": {MinEditInterval: time.Second, EditBurst: burst}}
+	c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) {
+		cfg.Budgets = map[string]chat.Budget{"test": {MinEditInterval: time.Second, EditBurst: burst}}
 	})
 	p := &recPoster{clock: clock}
 	if err := c.HandleMessage(context.Background(), p, msg("e1", "go")); err != nil {
