@@ -14,8 +14,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -30,18 +32,55 @@ const Platform = "console"
 // status line per poll would scroll everything else away.
 var Budget = chat.Budget{MinEditInterval: 300 * time.Millisecond}
 
-// Run drives the terminal until in ends or ctx is cancelled. Plain lines
-// are messages to the current session; lines starting with / or ! are
-// commands (see /help); /session [NAME] shows or switches the session and
-// /quit ends Run. While an approval is pending in the current session,
-// "a"/"approve", "A"/"always" and "r [reason]"/"reject [reason]" answer it.
+// Config configures the terminal front end.
+type Config struct {
+	// In is read line by line (a terminal, a pipe, a test); Out shows the
+	// sessions.
+	In  io.Reader
+	Out io.Writer
+	// User is who types: the owner of the sessions started here.
+	User chat.User
+}
+
+// Adapter is the terminal front end. Build it with New and run it with
+// Run and the core, the lifecycle every adapter shares.
+type Adapter struct {
+	cfg Config
+	log *slog.Logger
+	con *console
+}
+
+// New checks cfg and builds the terminal front end; nothing is read until
+// Run. log may be nil.
+func New(cfg Config, log *slog.Logger) (*Adapter, error) {
+	if cfg.In == nil || cfg.Out == nil {
+		return nil, errors.New("console: Config.In and Config.Out are required")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Adapter{cfg: cfg, log: log.With("platform", Platform), con: newConsole(cfg.Out)}, nil
+}
+
+// threadWaiter is an optional capability of the core given to Run (the
+// chat core has it): wait until no turn is watched in a thread.
+type threadWaiter interface {
+	WaitThread(ctx context.Context, th chat.Thread) error
+}
+
+// Run drives the terminal until In ends or ctx is cancelled, handing lines
+// to core. Plain lines are messages to the current session; lines starting
+// with / or ! are commands (see /help); /session [NAME] shows or switches
+// the session and /quit ends Run. While an approval is pending in the
+// current session, "a"/"approve", "A"/"always" and "r [reason]"/"reject
+// [reason]" answer it.
 //
-// When in ends, Run waits for the current session's running turn to finish
-// (so `echo task | sandbot dev` prints the answer) unless ctx ends first.
-// It returns nil then, or when ctx is cancelled, and an error only if
-// reading in fails.
-func Run(ctx context.Context, core *chat.Core, in io.Reader, out io.Writer, user chat.User) error {
-	con := newConsole(out)
+// When In ends, Run waits for the current session's running turn to finish
+// (so `echo task | sandbot dev` prints the answer) unless ctx ends first,
+// if core can tell (threadWaiter). It returns nil then, or when ctx is
+// cancelled, and an error only if reading In fails.
+func (a *Adapter) Run(ctx context.Context, core chat.Handler) error {
+	con, user := a.con, a.cfg.User
 	con.printf("sandbot console: session %q. Type a task, /help for commands, /session NAME to switch, /quit to leave.\n", con.thread().Thread)
 
 	lines := make(chan string)
@@ -49,7 +88,7 @@ func Run(ctx context.Context, core *chat.Core, in io.Reader, out io.Writer, user
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
-		sc := bufio.NewScanner(in)
+		sc := bufio.NewScanner(a.cfg.In)
 		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 		for sc.Scan() {
 			select {
@@ -65,6 +104,7 @@ func Run(ctx context.Context, core *chat.Core, in io.Reader, out io.Writer, user
 	// A turn that was running when the terminal last closed (or cmd/dev
 	// restarted) is picked up again: its progress and answer show here.
 	if err := core.Resume(ctx, con, Platform); err != nil {
+		a.log.Warn("console: resume watchers failed", "err", err)
 		con.printf("(could not look for running turns: %v)\n", err)
 	}
 
@@ -83,7 +123,9 @@ func Run(ctx context.Context, core *chat.Core, in io.Reader, out io.Writer, user
 					return fmt.Errorf("console: read input: %w", err)
 				}
 				cmds.Wait()
-				_ = core.WaitThread(ctx, con.thread()) // fails only when ctx ends
+				if w, ok := core.(threadWaiter); ok {
+					_ = w.WaitThread(ctx, con.thread()) // fails only when ctx ends
+				}
 				return nil
 			}
 			if quit := con.handle(ctx, core, user, line, &cmds); quit {
@@ -94,7 +136,7 @@ func Run(ctx context.Context, core *chat.Core, in io.Reader, out io.Writer, user
 }
 
 // handle runs one input line. It reports whether the user quit.
-func (c *console) handle(ctx context.Context, core *chat.Core, user chat.User, line string, cmds *sync.WaitGroup) bool {
+func (c *console) handle(ctx context.Context, core chat.Handler, user chat.User, line string, cmds *sync.WaitGroup) bool {
 	text := strings.TrimSpace(line)
 	if text == "" {
 		return false

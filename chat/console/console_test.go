@@ -12,129 +12,63 @@ import (
 	"time"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/chattest"
 	"github.com/sandbot/sandbot/session"
 )
 
-// sim is a small in-memory session behind chat.Sessions: a message starts a
-// turn that asks to approve one command; approving runs it and answers.
-// Every change bumps Version, as the workflow does.
-type sim struct {
-	mu       sync.Mutex
-	ts       map[string]*session.TurnState
-	sent     []session.MessageRequest
-	approved []session.ApproveRequest
-	refs     []session.ChatRefRequest
+// sim is the session workflow in miniature for the console tests: a
+// message starts a turn that asks to approve one command; approving runs it
+// (it finishes at the next poll) and answers, rejecting answers at once.
+// It is chattest.Sessions with that scenario on top.
+type sim struct{ *chattest.Sessions }
+
+var _ chat.Sessions = sim{}
+
+func newSim() sim {
+	return sim{&chattest.Sessions{
+		SetBackendFn: func(string, session.SetBackendRequest) (session.SetBackendResponse, error) {
+			return session.SetBackendResponse{}, &chat.UserError{Msg: "backend switching is not available yet"}
+		},
+	}}
 }
 
-var _ chat.Sessions = (*sim)(nil)
-
-func newSim() *sim { return &sim{ts: map[string]*session.TurnState{}} }
-
-func (s *sim) state(id string) *session.TurnState {
-	if s.ts[id] == nil {
-		s.ts[id] = &session.TurnState{Status: session.StatusIdle, Backend: "local"}
+func (s sim) Send(ctx context.Context, in session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
+	resp, err := s.Sessions.Send(ctx, in, req)
+	if err != nil || resp.Duplicate {
+		return resp, err
 	}
-	return s.ts[id]
-}
-
-func (s *sim) Send(_ context.Context, in session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sent = append(s.sent, req)
-	ts := s.state(in.Location.ID())
 	cmd := "make " + req.Text
-	*ts = session.TurnState{Turn: ts.Turn + 1, Version: ts.Version + 1, Status: session.StatusAwaitingApproval, Backend: "local",
-		ToolCalls: []session.ToolCallState{{CallID: "call_1", Name: "shell", Commands: []string{cmd}, Status: session.CallAwaitingApproval}},
-		Pending:   &session.PendingApproval{CallID: "call_1", Command: cmd, Reason: "not read-only"}}
-	return session.MessageResponse{Turn: ts.Turn}, nil
+	s.Set(in.Location.ID(), func(ts *session.TurnState) {
+		ts.Status = session.StatusAwaitingApproval
+		ts.ToolCalls = []session.ToolCallState{{CallID: "call_1", Name: "shell", Commands: []string{cmd}, Status: session.CallAwaitingApproval}}
+		ts.Pending = &session.PendingApproval{CallID: "call_1", Command: cmd, Reason: "not read-only"}
+	})
+	return resp, nil
 }
 
-func (s *sim) TurnState(_ context.Context, id string) (session.TurnState, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ts := s.state(id)
-	// A running call finishes at the next poll.
-	if ts.Status == session.StatusThinking {
-		out := *ts
-		c := ts.ToolCalls[0]
-		ts.ToolCalls = []session.ToolCallState{c}
-		ts.ToolCalls[0].Status = session.CallCompleted
-		ts.ToolCalls[0].ExitCode = new(int)
-		ts.ToolCalls[0].Output = "deployed v2"
-		ts.Status, ts.FinalText, ts.Version = session.StatusComplete, "Deployed to staging.", ts.Version+1
-		return out, nil
+func (s sim) TurnState(ctx context.Context, id string) (session.TurnState, error) {
+	ts, err := s.Sessions.TurnState(ctx, id)
+	if err != nil || len(ts.ToolCalls) == 0 || ts.ToolCalls[0].Status != session.CallRunning {
+		return ts, err
 	}
-	return *ts, nil
+	// The approved call finishes at the next poll.
+	s.Set(id, func(ts *session.TurnState) {
+		c := &ts.ToolCalls[0]
+		c.Status, c.ExitCode, c.Output = session.CallCompleted, new(int), "deployed v2"
+		ts.Status, ts.FinalText = session.StatusComplete, "Deployed to staging."
+	})
+	return ts, nil
 }
 
-func (s *sim) Approve(_ context.Context, id string, req session.ApproveRequest) (session.ApproveResponse, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ts := s.state(id)
-	if ts.Pending == nil || ts.Pending.CallID != req.CallID {
-		return session.ApproveResponse{}, &chat.UserError{Msg: "this approval was already decided"}
+func (s sim) Approve(ctx context.Context, id string, req session.ApproveRequest) (session.ApproveResponse, error) {
+	resp, err := s.Sessions.Approve(ctx, id, req)
+	if err != nil || req.Decision != session.DecisionReject {
+		return resp, err
 	}
-	s.approved = append(s.approved, req)
-	c := &ts.ToolCalls[0]
-	c.Decision = &session.DecisionRecord{CallID: req.CallID, Decision: req.Decision, Reason: req.Reason, User: req.User}
-	ts.Pending = nil
-	ts.Version++
-	if req.Decision == session.DecisionReject {
-		c.Status = session.CallRejected
+	s.Set(id, func(ts *session.TurnState) {
 		ts.Status, ts.FinalText = session.StatusComplete, "OK, I will not run it."
-		return session.ApproveResponse{Command: c.Commands[0]}, nil
-	}
-	c.Status = session.CallRunning
-	ts.Status = session.StatusThinking
-	return session.ApproveResponse{Command: c.Commands[0]}, nil
-}
-
-func (s *sim) RecordChatRef(_ context.Context, id string, req session.ChatRefRequest) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.refs = append(s.refs, req)
-	ts := s.state(id)
-	if req.Kind == "status" {
-		ts.StatusRef = req.Ref
-	} else {
-		ts.FinalRef = req.Ref
-	}
-	return nil
-}
-
-func (s *sim) Info(_ context.Context, id string) (session.Info, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	loc, _ := session.ParseID(id)
-	ts := s.state(id)
-	return session.Info{WorkflowID: id, Location: loc, Owner: chat.User{ID: "u1", Name: "ann"}, Backend: ts.Backend, Turns: ts.Turn, Status: ts.Status}, nil
-}
-
-var errNotInSim = errors.New("sim: not implemented")
-
-func (s *sim) Stop(context.Context, string, session.StopRequest) (session.StopResponse, error) {
-	return session.StopResponse{}, errNotInSim
-}
-func (s *sim) Pause(context.Context, string, session.PauseRequest) (session.PauseResponse, error) {
-	return session.PauseResponse{}, errNotInSim
-}
-func (s *sim) Resume(context.Context, string, session.ResumeRequest) (session.PauseResponse, error) {
-	return session.PauseResponse{}, errNotInSim
-}
-func (s *sim) Destroy(context.Context, string, session.DestroyRequest) (session.DestroyResponse, error) {
-	return session.DestroyResponse{}, errNotInSim
-}
-func (s *sim) SetBackend(context.Context, string, session.SetBackendRequest) (session.SetBackendResponse, error) {
-	return session.SetBackendResponse{}, &chat.UserError{Msg: "backend switching is not available yet"}
-}
-func (s *sim) Fork(context.Context, string, session.ForkRequest) (session.ForkResponse, error) {
-	return session.ForkResponse{}, errNotInSim
-}
-func (s *sim) History(context.Context, string, session.HistoryRequest) ([]session.HistoryEntry, error) {
-	return nil, errNotInSim
-}
-func (s *sim) List(context.Context, chat.ListFilter) ([]chat.SessionSummary, error) {
-	return nil, errNotInSim
+	})
+	return resp, nil
 }
 
 // screen is a goroutine-safe output buffer that tests wait on.
@@ -178,7 +112,11 @@ func startConsole(t *testing.T, s chat.Sessions) (io.Writer, *screen, func() err
 	inR, inW := io.Pipe()
 	out := &screen{}
 	done := make(chan error, 1)
-	go func() { done <- Run(context.Background(), core, inR, out, chat.User{ID: "u1", Name: "ann"}) }()
+	a, err := New(Config{In: inR, Out: out, User: chat.User{ID: "u1", Name: "ann"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- a.Run(context.Background(), core) }()
 	return inW, out, func() error {
 		inW.Close()
 		select {
@@ -221,16 +159,15 @@ func TestConsoleApprovalFlow(t *testing.T) {
 	if n := strings.Count(text, "Deployed to staging."); n != 1 {
 		t.Errorf("final answer printed %d times:\n%s", n, text)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.sent) != 1 || s.sent[0].Text != "deploy" || !strings.HasPrefix(s.sent[0].EventID, "console-") {
-		t.Errorf("sent = %+v", s.sent)
+	sent, approved := s.Sent(), s.Approvals()
+	if len(sent) != 1 || sent[0].Text != "deploy" || !strings.HasPrefix(sent[0].EventID, "console-") {
+		t.Errorf("sent = %+v", sent)
 	}
-	if len(s.approved) != 1 || s.approved[0].Decision != session.DecisionApprove || s.approved[0].User.ID != "u1" {
-		t.Errorf("approvals = %+v", s.approved)
+	if len(approved) != 1 || approved[0].Decision != session.DecisionApprove || approved[0].User.ID != "u1" {
+		t.Errorf("approvals = %+v", approved)
 	}
 	// "a" was an approval, not a message to the agent.
-	for _, m := range s.sent {
+	for _, m := range sent {
 		if m.Text == "a" {
 			t.Error(`"a" reached the agent`)
 		}
@@ -258,14 +195,12 @@ func TestConsoleRejectWithReasonAndSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	want := session.Location{Platform: "console", Channel: "local", Thread: "staging"}.ID()
-	if s.ts[want] == nil || s.ts[want].Turn != 1 {
-		t.Errorf("the message did not go to the staging session: %v", s.ts)
+	if ts := s.Get(want); ts.Turn != 1 {
+		t.Errorf("the message did not go to the staging session: %+v", ts)
 	}
-	if len(s.approved) != 1 || s.approved[0].Decision != session.DecisionReject || s.approved[0].Reason != "not before the freeze ends" {
-		t.Errorf("approvals = %+v", s.approved)
+	if approved := s.Approvals(); len(approved) != 1 || approved[0].Decision != session.DecisionReject || approved[0].Reason != "not before the freeze ends" {
+		t.Errorf("approvals = %+v", approved)
 	}
 }
 

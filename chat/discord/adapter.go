@@ -23,24 +23,16 @@ const Platform = "discord"
 // context ends.
 const shutdownGrace = 10 * time.Second
 
-// Handler is the chat core as the adapter uses it; *chat.Core implements
-// it. Methods are called from many goroutines; see chat.Core.
-type Handler interface {
-	HandleMessage(ctx context.Context, p chat.Poster, m chat.Message) error
-	HandleCommand(ctx context.Context, p chat.Poster, th chat.Thread, u chat.User, cmd chat.Command) (chat.Reply, error)
-	HandleAction(ctx context.Context, p chat.Poster, a chat.Action) error
-	Resume(ctx context.Context, p chat.Poster, platform string) error
-}
-
 // Adapter connects one Discord bot to the chat core. Create it with New
-// and start it with Run. It implements chat.Poster, chat.ThreadStarter,
+// and start it with Run and the core (the lifecycle every adapter shares).
+// It implements chat.Poster, chat.ThreadStarter,
 // chat.Mentioner and chat.ThreadLinker; those methods are safe for
 // concurrent use once Run has opened the gateway.
 type Adapter struct {
-	cfg Config
-	h   Handler
-	log *slog.Logger
-	s   *discordgo.Session
+	cfg  Config
+	core chat.Handler // set by Run before the gateway opens
+	log  *slog.Logger
+	s    *discordgo.Session
 
 	ready   chan struct{}
 	runOnce sync.Once
@@ -64,17 +56,13 @@ var (
 	_ chat.ThreadStarter = (*Adapter)(nil)
 	_ chat.Mentioner     = (*Adapter)(nil)
 	_ chat.ThreadLinker  = (*Adapter)(nil)
-	_ Handler            = (*chat.Core)(nil)
 )
 
 // New checks cfg and prepares an adapter; nothing touches the network
 // until Run. log may be nil.
-func New(cfg Config, h Handler, log *slog.Logger) (*Adapter, error) {
+func New(cfg Config, log *slog.Logger) (*Adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if h == nil {
-		return nil, errors.New("discord: a Handler (the chat core) is required")
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -95,7 +83,7 @@ func New(cfg Config, h Handler, log *slog.Logger) (*Adapter, error) {
 	s.StateEnabled = true
 	s.LogLevel = discordgo.LogError
 	return &Adapter{
-		cfg: cfg, h: h, log: log.With("platform", Platform), s: s,
+		cfg: cfg, log: log.With("platform", Platform), s: s,
 		ready:      make(chan struct{}),
 		botID:      cfg.ApplicationID,
 		queues:     newSerial(),
@@ -156,12 +144,15 @@ func httpClient(cfg Config) *http.Client {
 func (a *Adapter) Ready() <-chan struct{} { return a.ready }
 
 // Run opens the gateway, registers the slash commands (in Config.GuildID,
-// or globally), resumes watchers of turns that were running when the bot
-// stopped, and serves until ctx ends. Then it stops taking events, lets
-// in-flight ones finish (for up to 10 s), and closes the gateway. It
-// returns an error if the bot cannot connect or register its commands;
-// after that, only nil. Run may be called once.
-func (a *Adapter) Run(ctx context.Context) error {
+// or globally), asks core to resume watchers of turns that were running
+// when the bot stopped, and hands events to core until ctx ends. Then it
+// stops taking events, lets in-flight ones finish (for up to 10 s), and
+// closes the gateway. It returns an error if the bot cannot connect or
+// register its commands; after that, only nil. Run may be called once.
+func (a *Adapter) Run(ctx context.Context, core chat.Handler) error {
+	if core == nil {
+		return errors.New("discord: run: core is nil")
+	}
 	first := false
 	a.runOnce.Do(func() { first = true })
 	if !first {
@@ -169,7 +160,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	}
 	work, stop := context.WithCancel(context.WithoutCancel(ctx))
 	a.mu.Lock()
-	a.work = work
+	a.work, a.core = work, core
 	a.mu.Unlock()
 	defer stop()
 
@@ -195,7 +186,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 		_ = a.s.Close()
 		return err
 	}
-	if err := a.h.Resume(ctx, a, Platform); err != nil {
+	if err := core.Resume(ctx, a, Platform); err != nil {
 		// Not fatal: new events still work; old turns are picked up by the
 		// next message or click in their thread.
 		a.log.Error("resume watchers failed", "err", err)

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/chattest"
 	"github.com/sandbot/sandbot/chat/discord"
-	fake "github.com/sandbot/sandbot/internal/fake/discord"
+	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -24,19 +25,19 @@ import (
 // faster.
 // Reports p50 and p95 in ms.
 func BenchmarkProgressLatency(b *testing.B) {
-	f := fake.Start(b, fake.Options{})
+	f := fakediscord.Start(b, fakediscord.Options{})
 	cfg := config(f)
-	fs := newFakeSessions()
+	fs := &chattest.Sessions{}
 	core := chat.NewCore(chat.CoreConfig{Budgets: map[string]chat.Budget{discord.Platform: cfg.Budget()}}, fs, nil)
 	b.Cleanup(core.Close)
 	start(b, cfg, core)
 
-	um, err := f.UserMessage(fake.DefaultChannelID, alice, bot()+"benchmark")
+	um, err := f.UserMessage(fakediscord.DefaultChannelID, alice, bot()+"benchmark")
 	if err != nil {
 		b.Fatal(err)
 	}
-	id := chat.Thread{Platform: "discord", Workspace: fake.DefaultGuildID, Channel: fake.DefaultChannelID, Thread: um.ID}.ID()
-	ref := fs.statusRef(b, f, id)
+	id := chat.Thread{Platform: "discord", Workspace: fakediscord.DefaultGuildID, Channel: fakediscord.DefaultChannelID, Thread: um.ID}.ID()
+	ref := statusRef(b, f, fs, id)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	interval := cfg.Budget().MinEditInterval
@@ -46,18 +47,18 @@ func BenchmarkProgressLatency(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		call := fmt.Sprintf("call_%d", i)
 		cmd := fmt.Sprintf("step-%d", i)
-		fs.set(id, func(ts *session.TurnState) {
+		fs.Set(id, func(ts *session.TurnState) {
 			ts.ToolCalls = append(ts.ToolCalls, session.ToolCallState{CallID: call, Name: "shell", Commands: []string{cmd}, Status: session.CallRunning})
 		})
 		// The command runs for an edit interval plus a spread of up to a
 		// second, so completions do not phase-lock with the core's polls.
 		time.Sleep(interval + time.Duration(i*7919%1000)*time.Millisecond)
 		done := time.Now()
-		fs.set(id, func(ts *session.TurnState) {
+		fs.Set(id, func(ts *session.TurnState) {
 			c := &ts.ToolCalls[len(ts.ToolCalls)-1]
 			c.Status, c.ExitCode, c.Duration = session.CallCompleted, exit(0), interval
 		})
-		e, err := f.WaitEdit(ctx, done, func(e fake.Edit) bool {
+		e, err := f.WaitEdit(ctx, done, func(e fakediscord.Edit) bool {
 			return e.MessageID == ref && strings.Contains(e.EmbedText(), "`"+cmd+"` · ")
 		})
 		if err != nil {

@@ -7,14 +7,15 @@ import (
 	"time"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/chattest"
 	"github.com/sandbot/sandbot/chat/discord"
-	fake "github.com/sandbot/sandbot/internal/fake/discord"
+	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 	"github.com/sandbot/sandbot/session"
 )
 
 // newCore is the real chat core over fake sessions, with the adapter's
 // budget but fast pacing so tests do not wait for Discord's real pace.
-func newCore(t testing.TB, cfg discord.Config, fs *fakeSessions) *chat.Core {
+func newCore(t testing.TB, cfg discord.Config, fs *chattest.Sessions) *chat.Core {
 	b := cfg.Budget()
 	b.MinEditInterval = 5 * time.Millisecond
 	core := chat.NewCore(chat.CoreConfig{
@@ -27,9 +28,9 @@ func newCore(t testing.TB, cfg discord.Config, fs *fakeSessions) *chat.Core {
 }
 
 // edited waits for an edit of message ref that satisfies ok.
-func edited(t *testing.T, f *fake.Server, ref, what string, ok func(fake.Edit) bool) fake.Edit {
+func edited(t *testing.T, f *fakediscord.Server, ref, what string, ok func(fakediscord.Edit) bool) fakediscord.Edit {
 	t.Helper()
-	var got fake.Edit
+	var got fakediscord.Edit
 	wait(t, f, what, func() bool {
 		for _, e := range f.Edits() {
 			if e.MessageID == ref && ok(e) {
@@ -46,32 +47,32 @@ func exit(n int) *int { return &n }
 
 func TestCoreTurnWithApprovalsAndAnswer(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
+	f := fakediscord.Start(t, fakediscord.Options{})
 	cfg := config(f)
-	fs := newFakeSessions(approverRole)
+	fs := &chattest.Sessions{ApproverRoles: []string{approverRole}}
 	start(t, cfg, newCore(t, cfg, fs))
 
-	um, _ := f.UserMessage(fake.DefaultChannelID, alice, bot()+"run the tests")
-	th := chat.Thread{Platform: "discord", Workspace: fake.DefaultGuildID, Channel: fake.DefaultChannelID, Thread: um.ID}
+	um, _ := f.UserMessage(fakediscord.DefaultChannelID, alice, bot()+"run the tests")
+	th := chat.Thread{Platform: "discord", Workspace: fakediscord.DefaultGuildID, Channel: fakediscord.DefaultChannelID, Thread: um.ID}
 	id := th.ID()
-	ref := fs.statusRef(t, f, id)
+	ref := statusRef(t, f, fs, id)
 	status, _ := f.Message(ref)
 	if status.ChannelID != um.ID {
 		t.Fatalf("status message in %s, want the session thread %s", status.ChannelID, um.ID)
 	}
 
-	fs.set(id, func(ts *session.TurnState) {
+	fs.Set(id, func(ts *session.TurnState) {
 		ts.ToolCalls = []session.ToolCallState{{CallID: "call_1", Name: "shell", Commands: []string{"go test ./..."}, Status: session.CallRunning}}
 	})
-	edited(t, f, ref, "running call shown", func(e fake.Edit) bool { return strings.Contains(e.EmbedText(), "go test ./...") })
+	edited(t, f, ref, "running call shown", func(e fakediscord.Edit) bool { return strings.Contains(e.EmbedText(), "go test ./...") })
 
-	fs.set(id, func(ts *session.TurnState) {
+	fs.Set(id, func(ts *session.TurnState) {
 		ts.ToolCalls[0].Status, ts.ToolCalls[0].ExitCode, ts.ToolCalls[0].Output = session.CallCompleted, exit(0), "ok  pkg 0.1s"
 		ts.ToolCalls = append(ts.ToolCalls, session.ToolCallState{CallID: "call_2", Name: "shell", Commands: []string{"rm -rf build"}, Status: session.CallAwaitingApproval})
 		ts.Status = session.StatusAwaitingApproval
 		ts.Pending = &session.PendingApproval{CallID: "call_2", Command: "rm -rf build", AskedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
 	})
-	withButtons := edited(t, f, ref, "approval buttons", func(e fake.Edit) bool { return len(e.CustomIDs()) == 3 })
+	withButtons := edited(t, f, ref, "approval buttons", func(e fakediscord.Edit) bool { return len(e.CustomIDs()) == 3 })
 	approveID := customIDOf(t, withButtons, "approve:")
 
 	// bob may not approve: the workflow's refusal reaches only him.
@@ -89,27 +90,27 @@ func TestCoreTurnWithApprovalsAndAnswer(t *testing.T) {
 	if _, err := f.ClickButton(ref, alice, approveID); err != nil {
 		t.Fatal(err)
 	}
-	edited(t, f, ref, "decision shown", func(e fake.Edit) bool {
+	edited(t, f, ref, "decision shown", func(e fakediscord.Edit) bool {
 		return strings.Contains(e.EmbedText(), "approved by <@"+alice.User.ID+">") && len(e.CustomIDs()) == 0
 	})
-	if a := fs.decided(); len(a) != 1 || a[0].CallID != "call_2" || a[0].Decision != session.DecisionApprove || a[0].User.ID != alice.User.ID {
+	if a := fs.Approvals(); len(a) != 1 || a[0].CallID != "call_2" || a[0].Decision != session.DecisionApprove || a[0].User.ID != alice.User.ID {
 		t.Fatalf("approvals = %+v", a)
 	}
 
 	answer := "All green.\n\n```text\n" + strings.Repeat("PASS pkg/some/long/package/path 0.01s\n", 80) + "```"
-	fs.set(id, func(ts *session.TurnState) {
+	fs.Set(id, func(ts *session.TurnState) {
 		ts.ToolCalls[1].Status, ts.ToolCalls[1].ExitCode = session.CallCompleted, exit(0)
 		ts.Status, ts.FinalText, ts.EndedAt = session.StatusComplete, answer, time.Now()
 	})
-	waitBoth(t, f, fs, "final answer recorded", func() bool { return fs.get(id).FinalRef != "" })
-	edited(t, f, ref, "final status", func(e fake.Edit) bool { return e.Content == "✅ Done" })
-	var parts []fake.Message
+	waitBoth(t, f, fs, "final answer recorded", func() bool { return fs.Get(id).FinalRef != "" })
+	edited(t, f, ref, "final status", func(e fakediscord.Edit) bool { return e.Content == "✅ Done" })
+	var parts []fakediscord.Message
 	for _, m := range botMessages(f, th.Thread) {
 		if m.ID != ref {
 			parts = append(parts, m)
 		}
 	}
-	if len(parts) != 2 || parts[0].ID != fs.get(id).FinalRef || !strings.HasPrefix(parts[0].Content, "All green.") {
+	if len(parts) != 2 || parts[0].ID != fs.Get(id).FinalRef || !strings.HasPrefix(parts[0].Content, "All green.") {
 		t.Fatalf("answer parts = %d (first %q)", len(parts), parts[0].Content)
 	}
 	for _, p := range parts {
@@ -119,7 +120,7 @@ func TestCoreTurnWithApprovalsAndAnswer(t *testing.T) {
 	}
 }
 
-func customIDOf(t *testing.T, e fake.Edit, prefix string) string {
+func customIDOf(t *testing.T, e fakediscord.Edit, prefix string) string {
 	t.Helper()
 	for _, id := range e.CustomIDs() {
 		if strings.HasPrefix(id, prefix) {
@@ -132,29 +133,29 @@ func customIDOf(t *testing.T, e fake.Edit, prefix string) string {
 
 func TestCoreRejectWithReason(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
+	f := fakediscord.Start(t, fakediscord.Options{})
 	cfg := config(f)
-	fs := newFakeSessions()
+	fs := &chattest.Sessions{}
 	start(t, cfg, newCore(t, cfg, fs))
-	um, _ := f.UserMessage(fake.DefaultChannelID, alice, bot()+"clean up")
-	id := chat.Thread{Platform: "discord", Workspace: fake.DefaultGuildID, Channel: fake.DefaultChannelID, Thread: um.ID}.ID()
-	fs.statusRef(t, f, id)
-	fs.set(id, func(ts *session.TurnState) {
+	um, _ := f.UserMessage(fakediscord.DefaultChannelID, alice, bot()+"clean up")
+	id := chat.Thread{Platform: "discord", Workspace: fakediscord.DefaultGuildID, Channel: fakediscord.DefaultChannelID, Thread: um.ID}.ID()
+	statusRef(t, f, fs, id)
+	fs.Set(id, func(ts *session.TurnState) {
 		ts.ToolCalls = []session.ToolCallState{{CallID: "call_9", Name: "shell", Commands: []string{"git push -f"}, Status: session.CallAwaitingApproval}}
 		ts.Status = session.StatusAwaitingApproval
 		ts.Pending = &session.PendingApproval{CallID: "call_9", Command: "git push -f"}
 	})
-	ref := fs.get(id).StatusRef
-	e := edited(t, f, ref, "buttons", func(e fake.Edit) bool { return len(e.CustomIDs()) == 3 })
+	ref := fs.Get(id).StatusRef
+	e := edited(t, f, ref, "buttons", func(e fakediscord.Edit) bool { return len(e.CustomIDs()) == 3 })
 	rid, _ := f.ClickButton(ref, alice, customIDOf(t, e, "reject:"))
-	wait(t, f, "modal", func() bool { return interaction(t, f, rid).ResponseType == fake.CallbackModal })
+	wait(t, f, "modal", func() bool { return interaction(t, f, rid).ResponseType == fakediscord.CallbackModal })
 	if _, err := f.SubmitModal(rid, alice, map[string]string{"reason": "never force-push"}); err != nil {
 		t.Fatal(err)
 	}
-	edited(t, f, ref, "rejection shown", func(e fake.Edit) bool {
+	edited(t, f, ref, "rejection shown", func(e fakediscord.Edit) bool {
 		return strings.Contains(e.EmbedText(), "rejected by <@"+alice.User.ID+">: never force-push")
 	})
-	if a := fs.decided(); len(a) != 1 || a[0].Decision != session.DecisionReject || a[0].Reason != "never force-push" {
+	if a := fs.Approvals(); len(a) != 1 || a[0].Decision != session.DecisionReject || a[0].Reason != "never force-push" {
 		t.Fatalf("approvals = %+v", a)
 	}
 }
@@ -166,18 +167,18 @@ func TestCoreRejectWithReason(t *testing.T) {
 // restart still work.
 func TestRestartKeepsEditingTheStatusMessage(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
+	f := fakediscord.Start(t, fakediscord.Options{})
 	cfg := config(f)
-	fs := newFakeSessions()
+	fs := &chattest.Sessions{}
 
 	core1 := newCore(t, cfg, fs)
-	a1, err := discord.New(cfg, core1, testLog(t))
+	a1, err := discord.New(cfg, testLog(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx1, stop1 := context.WithCancel(context.Background())
 	done1 := make(chan error, 1)
-	go func() { done1 <- a1.Run(ctx1) }()
+	go func() { done1 <- a1.Run(ctx1, core1) }()
 	stopped := false
 	stopBot1 := func() {
 		if !stopped {
@@ -192,11 +193,11 @@ func TestRestartKeepsEditingTheStatusMessage(t *testing.T) {
 	t.Cleanup(stopBot1)
 	<-a1.Ready()
 
-	um, _ := f.UserMessage(fake.DefaultChannelID, alice, bot()+"long job")
-	th := chat.Thread{Platform: "discord", Workspace: fake.DefaultGuildID, Channel: fake.DefaultChannelID, Thread: um.ID}
+	um, _ := f.UserMessage(fakediscord.DefaultChannelID, alice, bot()+"long job")
+	th := chat.Thread{Platform: "discord", Workspace: fakediscord.DefaultGuildID, Channel: fakediscord.DefaultChannelID, Thread: um.ID}
 	id := th.ID()
-	ref := fs.statusRef(t, f, id)
-	fs.set(id, func(ts *session.TurnState) {
+	ref := statusRef(t, f, fs, id)
+	fs.Set(id, func(ts *session.TurnState) {
 		ts.ToolCalls = []session.ToolCallState{
 			{CallID: "c1", Name: "shell", Commands: []string{"make build"}, Status: session.CallCompleted, ExitCode: exit(0)},
 			{CallID: "c2", Name: "shell", Commands: []string{"make deploy"}, Status: session.CallAwaitingApproval},
@@ -204,22 +205,22 @@ func TestRestartKeepsEditingTheStatusMessage(t *testing.T) {
 		ts.Status = session.StatusAwaitingApproval
 		ts.Pending = &session.PendingApproval{CallID: "c2", Command: "make deploy"}
 	})
-	before := edited(t, f, ref, "approval buttons", func(e fake.Edit) bool { return len(e.CustomIDs()) == 3 })
+	before := edited(t, f, ref, "approval buttons", func(e fakediscord.Edit) bool { return len(e.CustomIDs()) == 3 })
 
 	stopBot1()
-	fs.set(id, func(ts *session.TurnState) { ts.Notices = []string{"sandbox restored from snapshot"} })
+	fs.Set(id, func(ts *session.TurnState) { ts.Notices = []string{"sandbox restored from snapshot"} })
 
 	start(t, cfg, newCore(t, cfg, fs))
-	edited(t, f, ref, "change made while the bot was away", func(e fake.Edit) bool {
+	edited(t, f, ref, "change made while the bot was away", func(e fakediscord.Edit) bool {
 		return strings.Contains(e.EmbedText(), "sandbox restored from snapshot")
 	})
 	if _, err := f.ClickButton(ref, alice, customIDOf(t, before, "approve:")); err != nil {
 		t.Fatal(err)
 	}
-	edited(t, f, ref, "decision on the same message", func(e fake.Edit) bool {
+	edited(t, f, ref, "decision on the same message", func(e fakediscord.Edit) bool {
 		return strings.Contains(e.EmbedText(), "approved by <@"+alice.User.ID+">") && len(e.CustomIDs()) == 0
 	})
-	if a := fs.decided(); len(a) != 1 || a[0].CallID != "c2" {
+	if a := fs.Approvals(); len(a) != 1 || a[0].CallID != "c2" {
 		t.Fatalf("approvals = %+v", a)
 	}
 	if n := len(botMessages(f, th.Thread)); n != 1 {

@@ -82,8 +82,8 @@
 //		APIBase:              f.URL(),
 //		Backends:             []string{"local"},
 //		InteractionTokenTTL:  time.Minute, // optional: exercise the handover
-//	}, core, log)
-//	go a.Run(ctx)
+//	}, log)
+//	go a.Run(ctx, core)
 //	<-a.Ready()
 //	um, _ := f.UserMessage(fakediscord.DefaultChannelID, member, "<@"+f.AppID()+"> fix the test")
 //	// the session thread's ID is um.ID; f.Edits() has every PATCH with its time

@@ -5,25 +5,25 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/chattest"
 	"github.com/sandbot/sandbot/chat/discord"
-	fake "github.com/sandbot/sandbot/internal/fake/discord"
+	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 )
 
 const waitTimeout = 30 * time.Second
 
 var (
-	alice = fake.Member{User: fake.User{ID: "7000000000000000001", Username: "alice"}, Roles: []string{approverRole}}
-	bob   = fake.Member{User: fake.User{ID: "7000000000000000002", Username: "bob"}}
+	alice = fakediscord.Member{User: fakediscord.User{ID: "7000000000000000001", Username: "alice"}, Roles: []string{approverRole}}
+	bob   = fakediscord.Member{User: fakediscord.User{ID: "7000000000000000002", Username: "bob"}}
 )
 
 const approverRole = "9000000000000000001"
 
-func bot() string { return "<@" + fake.DefaultAppID + "> " }
+func bot() string { return "<@" + fakediscord.DefaultAppID + "> " }
 
 func testLog(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
@@ -35,11 +35,11 @@ func testLog(t testing.TB) *slog.Logger {
 // config is how to point the adapter at the fake: its token and app ID,
 // and APIBase set to the fake's URL (the adapter then rewrites discord.com
 // to it per session; no discordgo globals change).
-func config(f *fake.Server) discord.Config {
+func config(f *fakediscord.Server) discord.Config {
 	return discord.Config{
 		Token:                f.Token(),
 		ApplicationID:        f.AppID(),
-		GuildID:              fake.DefaultGuildID,
+		GuildID:              fakediscord.DefaultGuildID,
 		MessageContentIntent: true,
 		APIBase:              f.URL(),
 		Backends:             []string{"local", "docker"},
@@ -47,16 +47,17 @@ func config(f *fake.Server) discord.Config {
 	}
 }
 
-// start runs an adapter until the test ends and waits until it is ready.
-func start(t testing.TB, cfg discord.Config, h discord.Handler) *discord.Adapter {
+// start runs an adapter with core until the test ends and waits until it
+// is ready.
+func start(t testing.TB, cfg discord.Config, core chat.Handler) *discord.Adapter {
 	t.Helper()
-	a, err := discord.New(cfg, h, testLog(t))
+	a, err := discord.New(cfg, testLog(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
+	go func() { done <- a.Run(ctx, core) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -73,7 +74,7 @@ func start(t testing.TB, cfg discord.Config, h discord.Handler) *discord.Adapter
 	return a
 }
 
-func wait(t testing.TB, f *fake.Server, what string, cond func() bool) {
+func wait(t testing.TB, f *fakediscord.Server, what string, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -82,103 +83,18 @@ func wait(t testing.TB, f *fake.Server, what string, cond func() bool) {
 	}
 }
 
-// recorder is a stand-in for the chat core that records what the adapter
-// hands it. Optional hooks decide the answers.
-type recorder struct {
-	mu      sync.Mutex
-	changed chan struct{}
-	msgs    []chat.Message
-	cmds    []cmdCall
-	acts    []chat.Action
-	resumed []string
-
-	onCommand func(ctx context.Context, p chat.Poster, c cmdCall) chat.Reply
-	onAction  func(ctx context.Context, p chat.Poster, a chat.Action)
-}
-
-type cmdCall struct {
-	Thread chat.Thread
-	User   chat.User
-	Cmd    chat.Command
-}
-
-var _ discord.Handler = (*recorder)(nil)
-
-func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
-
-func (r *recorder) note(f func()) {
-	r.mu.Lock()
-	f()
-	close(r.changed)
-	r.changed = make(chan struct{})
-	r.mu.Unlock()
-}
-
-func (r *recorder) HandleMessage(_ context.Context, _ chat.Poster, m chat.Message) error {
-	r.note(func() { r.msgs = append(r.msgs, m) })
-	return nil
-}
-
-func (r *recorder) HandleCommand(ctx context.Context, p chat.Poster, th chat.Thread, u chat.User, cmd chat.Command) (chat.Reply, error) {
-	c := cmdCall{th, u, cmd}
-	r.note(func() { r.cmds = append(r.cmds, c) })
-	if r.onCommand != nil {
-		return r.onCommand(ctx, p, c), nil
-	}
-	return chat.Reply{Text: "ran /" + cmd.Name}, nil
-}
-
-func (r *recorder) HandleAction(ctx context.Context, p chat.Poster, a chat.Action) error {
-	r.note(func() { r.acts = append(r.acts, a) })
-	if r.onAction != nil {
-		r.onAction(ctx, p, a)
-	}
-	return nil
-}
-
-func (r *recorder) Resume(_ context.Context, _ chat.Poster, platform string) error {
-	r.note(func() { r.resumed = append(r.resumed, platform) })
-	return nil
-}
-
-// waitFor blocks until cond (called under the recorder's lock) holds.
-func (r *recorder) waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(waitTimeout)
-	for {
-		r.mu.Lock()
-		ok := cond()
-		ch := r.changed
-		r.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
-func (r *recorder) messages() []chat.Message {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]chat.Message(nil), r.msgs...)
-}
-
 // botMessages are the bot's non-ephemeral messages in a channel.
-func botMessages(f *fake.Server, channelID string) []fake.Message {
-	var out []fake.Message
+func botMessages(f *fakediscord.Server, channelID string) []fakediscord.Message {
+	var out []fakediscord.Message
 	for _, m := range f.Messages(channelID) {
-		if m.Author.ID == fake.DefaultAppID && !m.Ephemeral() {
+		if m.Author.ID == fakediscord.DefaultAppID && !m.Ephemeral() {
 			out = append(out, m)
 		}
 	}
 	return out
 }
 
-func hasRequest(f *fake.Server, method, pathPart string) bool {
+func hasRequest(f *fakediscord.Server, method, pathPart string) bool {
 	for _, r := range f.Requests() {
 		if r.Method == method && strings.Contains(r.Path, pathPart) {
 			return true
@@ -192,19 +108,37 @@ func hasRequest(f *fake.Server, method, pathPart string) bool {
 // a disconnect that lands before it makes discordgo's heartbeat and read
 // loops both reconnect (a race inside discordgo whose stray close 1000
 // ends the session), so tests disturb the gateway only after it.
-func heartbeating(t testing.TB, f *fake.Server, n int) {
+func heartbeating(t testing.TB, f *fakediscord.Server, n int) {
 	t.Helper()
 	wait(t, f, "heartbeat", func() bool { return f.GatewayStats().HeartbeatsAcked >= n })
 }
 
-func (r *recorder) commands() []cmdCall {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]cmdCall(nil), r.cmds...)
+// waitBoth blocks until cond holds, re-checking after every change of the
+// Discord fake or of the sessions.
+func waitBoth(t testing.TB, f *fakediscord.Server, fs *chattest.Sessions, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(waitTimeout)
+	for {
+		fch, sch := f.Changed(), fs.Changed()
+		if cond() {
+			return
+		}
+		select {
+		case <-fch:
+		case <-sch:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }
 
-func (r *recorder) actions() []chat.Action {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]chat.Action(nil), r.acts...)
+// statusRef waits until session id has recorded its status message.
+func statusRef(t testing.TB, df *fakediscord.Server, fs *chattest.Sessions, id string) string {
+	t.Helper()
+	var ref string
+	waitBoth(t, df, fs, "status message recorded", func() bool {
+		ref = fs.Get(id).StatusRef
+		return ref != ""
+	})
+	return ref
 }

@@ -54,7 +54,7 @@ func (a *Adapter) handleCommand(ctx context.Context, r *ireply) {
 		r.answer(ctx, chat.Reply{Text: chat.UserMessage(err), Ephemeral: true})
 		return
 	}
-	rep, err := a.h.HandleCommand(ctx, a, th, u, cmd)
+	rep, err := a.core.HandleCommand(ctx, a, th, u, cmd)
 	if err != nil {
 		a.log.Error("handle command", "command", cmd.Name, "thread_id", th.ID(), "err", err)
 	}
@@ -115,7 +115,7 @@ func (a *Adapter) decide(ctx context.Context, r *ireply, act chat.Action) {
 		r.answer(ctx, chat.Reply{Text: text, Ephemeral: true})
 		return nil
 	}
-	if err := a.h.HandleAction(ctx, a, act); err != nil {
+	if err := a.core.HandleAction(ctx, a, act); err != nil {
 		a.log.Error("handle action", "action", act.ID, "thread_id", th.ID(), "err", err)
 	}
 }

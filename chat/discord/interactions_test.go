@@ -7,22 +7,23 @@ import (
 	"time"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/chattest"
 	"github.com/sandbot/sandbot/chat/discord"
-	fake "github.com/sandbot/sandbot/internal/fake/discord"
+	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 )
 
 // session starts a session thread and returns its location.
-func startSession(t *testing.T, f *fake.Server, rec *recorder) chat.Thread {
+func startSession(t *testing.T, f *fakediscord.Server, rec *chattest.Core) chat.Thread {
 	t.Helper()
-	n := len(rec.messages())
-	if _, err := f.UserMessage(fake.DefaultChannelID, alice, bot()+"work"); err != nil {
+	n := len(rec.Record().Messages)
+	if _, err := f.UserMessage(fakediscord.DefaultChannelID, alice, bot()+"work"); err != nil {
 		t.Fatal(err)
 	}
-	rec.waitFor(t, "session start", func() bool { return len(rec.msgs) > n })
-	return rec.messages()[n].Thread
+	rec.WaitFor(t, "session start", func(r chattest.Record) bool { return len(r.Messages) > n })
+	return rec.Record().Messages[n].Thread
 }
 
-func interaction(t *testing.T, f *fake.Server, id string) fake.Interaction {
+func interaction(t *testing.T, f *fakediscord.Server, id string) fakediscord.Interaction {
 	t.Helper()
 	in, ok := f.Interaction(id)
 	if !ok {
@@ -33,17 +34,17 @@ func interaction(t *testing.T, f *fake.Server, id string) fake.Interaction {
 
 func TestSlashCommandInSessionThread(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
-	rec := newRecorder()
+	f := fakediscord.Start(t, fakediscord.Options{})
+	rec := &chattest.Core{}
 	start(t, config(f), rec)
 	th := startSession(t, f, rec)
 
-	id, err := f.SlashCommand(th.Thread, alice, "backend", fake.CommandOption{Name: "name", Value: "docker"})
+	id, err := f.SlashCommand(th.Thread, alice, "backend", fakediscord.CommandOption{Name: "name", Value: "docker"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.waitFor(t, "command", func() bool { return len(rec.cmds) == 1 })
-	c := rec.commands()[0]
+	rec.WaitFor(t, "command", func(r chattest.Record) bool { return len(r.Commands) == 1 })
+	c := rec.Record().Commands[0]
 	if c.Thread != th || c.Cmd.Name != chat.CmdBackend || c.Cmd.Backend != "docker" || c.User.ID != alice.User.ID {
 		t.Fatalf("command = %+v", c)
 	}
@@ -53,20 +54,20 @@ func TestSlashCommandInSessionThread(t *testing.T) {
 		return m.Content == "ran /backend"
 	})
 	in := interaction(t, f, id)
-	if in.ResponseType != fake.CallbackDeferMessage || in.ResponseFlags != 0 {
+	if in.ResponseType != fakediscord.CallbackDeferMessage || in.ResponseFlags != 0 {
 		t.Fatalf("want a public deferred answer, got type %d flags %d", in.ResponseType, in.ResponseFlags)
 	}
 
 	// /fork with both options and /destroy confirm map onto the core's command.
-	if _, err := f.SlashCommand(th.Thread, alice, "fork", fake.CommandOption{Name: "title", Value: "try b"}, fake.CommandOption{Name: "backend", Value: "local"}); err != nil {
+	if _, err := f.SlashCommand(th.Thread, alice, "fork", fakediscord.CommandOption{Name: "title", Value: "try b"}, fakediscord.CommandOption{Name: "backend", Value: "local"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.SlashCommand(th.Thread, alice, "destroy", fake.CommandOption{Name: "confirm", Value: true}); err != nil {
+	if _, err := f.SlashCommand(th.Thread, alice, "destroy", fakediscord.CommandOption{Name: "confirm", Value: true}); err != nil {
 		t.Fatal(err)
 	}
-	rec.waitFor(t, "fork and destroy", func() bool { return len(rec.cmds) == 3 })
+	rec.WaitFor(t, "fork and destroy", func(r chattest.Record) bool { return len(r.Commands) == 3 })
 	got := map[string]chat.Command{}
-	for _, c := range rec.commands()[1:] {
+	for _, c := range rec.Record().Commands[1:] {
 		got[c.Cmd.Name] = c.Cmd
 	}
 	if f := got[chat.CmdFork]; f.Title != "try b" || f.Backend != "local" {
@@ -79,17 +80,17 @@ func TestSlashCommandInSessionThread(t *testing.T) {
 
 func TestCommandAnswersCardsAndPrivacy(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
-	rec := newRecorder()
-	rec.onCommand = func(_ context.Context, _ chat.Poster, c cmdCall) chat.Reply {
+	f := fakediscord.Start(t, fakediscord.Options{})
+	rec := &chattest.Core{}
+	rec.OnCommand = func(_ context.Context, _ chat.Poster, c chattest.CommandCall) (chat.Reply, error) {
 		switch c.Cmd.Name {
 		case chat.CmdStatus:
-			return chat.Reply{Ephemeral: true, Card: &chat.Card{Title: "📋 Session", Blocks: []chat.Block{{Kind: chat.BlockFields, Fields: []chat.Field{{Label: "Backend", Value: "local"}}}}}}
+			return chat.Reply{Ephemeral: true, Card: &chat.Card{Title: "📋 Session", Blocks: []chat.Block{{Kind: chat.BlockFields, Fields: []chat.Field{{Label: "Backend", Value: "local"}}}}}}, nil
 		case chat.CmdStop:
 			// what the core says outside a session
-			return chat.Reply{Text: "There is no session in this thread.", Ephemeral: true}
+			return chat.Reply{Text: "There is no session in this thread.", Ephemeral: true}, nil
 		}
-		return chat.Reply{Text: "ok"}
+		return chat.Reply{Text: "ok"}, nil
 	}
 	start(t, config(f), rec)
 	th := startSession(t, f, rec)
@@ -100,22 +101,22 @@ func TestCommandAnswersCardsAndPrivacy(t *testing.T) {
 		m, _ := f.Message(interaction(t, f, sid).OriginalID)
 		return strings.Contains(m.EmbedText(), "**Backend:** local")
 	})
-	if in := interaction(t, f, sid); in.ResponseFlags&fake.FlagEphemeral == 0 {
+	if in := interaction(t, f, sid); in.ResponseFlags&fakediscord.FlagEphemeral == 0 {
 		t.Fatalf("/status was not deferred ephemerally: %+v", in)
 	}
 
 	// /stop in the plain channel: known not to be a session thread, so
 	// deferred ephemerally from the start.
-	cid, _ := f.SlashCommand(fake.DefaultChannelID, alice, "stop")
+	cid, _ := f.SlashCommand(fakediscord.DefaultChannelID, alice, "stop")
 	wait(t, f, "stop answer", func() bool {
 		m, _ := f.Message(interaction(t, f, cid).OriginalID)
 		return m.Content == "There is no session in this thread."
 	})
-	if in := interaction(t, f, cid); in.ResponseFlags&fake.FlagEphemeral == 0 {
+	if in := interaction(t, f, cid); in.ResponseFlags&fakediscord.FlagEphemeral == 0 {
 		t.Fatalf("/stop outside a thread was not ephemeral: %+v", in)
 	}
-	cmds := rec.commands()
-	if c := cmds[len(cmds)-1]; c.Thread.Thread != "" || c.Thread.Channel != fake.DefaultChannelID {
+	cmds := rec.Record().Commands
+	if c := cmds[len(cmds)-1]; c.Thread.Thread != "" || c.Thread.Channel != fakediscord.DefaultChannelID {
 		t.Fatalf("location outside a thread = %+v", c.Thread)
 	}
 
@@ -133,14 +134,14 @@ func TestCommandAnswersCardsAndPrivacy(t *testing.T) {
 
 func TestAnswerAfterTokenExpiryIsABotMessage(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
-	rec := newRecorder()
+	f := fakediscord.Start(t, fakediscord.Options{})
+	rec := &chattest.Core{}
 	release := make(chan struct{})
-	rec.onCommand = func(ctx context.Context, _ chat.Poster, c cmdCall) chat.Reply {
+	rec.OnCommand = func(ctx context.Context, _ chat.Poster, c chattest.CommandCall) (chat.Reply, error) {
 		if c.Cmd.Name == chat.CmdFork {
 			<-release // the fork takes longer than the token lives
 		}
-		return chat.Reply{Text: "Forked at turn 3."}
+		return chat.Reply{Text: "Forked at turn 3."}, nil
 	}
 	start(t, config(f), rec)
 	th := startSession(t, f, rec)
@@ -169,8 +170,8 @@ func TestAnswerAfterTokenExpiryIsABotMessage(t *testing.T) {
 
 func TestShortTokenTTLGoesStraightToBotMessages(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
-	rec := newRecorder()
+	f := fakediscord.Start(t, fakediscord.Options{})
+	rec := &chattest.Core{}
 	cfg := config(f)
 	cfg.InteractionTokenTTL = time.Nanosecond // every answer comes "after" the token
 	start(t, cfg, rec)
@@ -216,12 +217,13 @@ func statusMessage(t *testing.T, a *discord.Adapter, th chat.Thread) (string, ma
 
 func TestApproveButton(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
-	rec := newRecorder()
-	rec.onAction = func(ctx context.Context, _ chat.Poster, a chat.Action) {
+	f := fakediscord.Start(t, fakediscord.Options{})
+	rec := &chattest.Core{}
+	rec.OnAction = func(ctx context.Context, _ chat.Poster, a chat.Action) error {
 		if a.User.ID == bob.User.ID {
 			_ = a.Reply(ctx, "You may not approve in this session.")
 		}
+		return nil
 	}
 	a := start(t, config(f), rec)
 	th := startSession(t, f, rec)
@@ -231,12 +233,12 @@ func TestApproveButton(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.waitFor(t, "action", func() bool { return len(rec.acts) == 1 })
-	act := rec.actions()[0]
+	rec.WaitFor(t, "action", func(r chattest.Record) bool { return len(r.Actions) == 1 })
+	act := rec.Record().Actions[0]
 	if act.ID != chat.ActionApprove || act.Value != "2.call_1" || act.User.ID != alice.User.ID || act.Thread != th || act.Reason != "" {
 		t.Fatalf("action = %+v", act)
 	}
-	if in := interaction(t, f, id); in.ResponseType != fake.CallbackDeferUpdate {
+	if in := interaction(t, f, id); in.ResponseType != fakediscord.CallbackDeferUpdate {
 		t.Fatalf("button ack type %d, want deferred update", in.ResponseType)
 	}
 
@@ -251,35 +253,35 @@ func TestApproveButton(t *testing.T) {
 
 func TestRejectOpensModalWithReason(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
-	rec := newRecorder()
+	f := fakediscord.Start(t, fakediscord.Options{})
+	rec := &chattest.Core{}
 	a := start(t, config(f), rec)
 	th := startSession(t, f, rec)
 	ref, ids := statusMessage(t, a, th)
 
 	rid, _ := f.ClickButton(ref, alice, ids[chat.ActionReject])
-	wait(t, f, "modal", func() bool { return interaction(t, f, rid).ResponseType == fake.CallbackModal })
-	if len(rec.actions()) != 0 {
+	wait(t, f, "modal", func() bool { return interaction(t, f, rid).ResponseType == fakediscord.CallbackModal })
+	if len(rec.Record().Actions) != 0 {
 		t.Fatal("reject decided before the modal was submitted")
 	}
 	sid, err := f.SubmitModal(rid, alice, map[string]string{"reason": "not on main"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.waitFor(t, "reject action", func() bool { return len(rec.acts) == 1 })
-	act := rec.actions()[0]
+	rec.WaitFor(t, "reject action", func(r chattest.Record) bool { return len(r.Actions) == 1 })
+	act := rec.Record().Actions[0]
 	if act.ID != chat.ActionReject || act.Value != "2.call_1" || act.Reason != "not on main" || act.Thread != th {
 		t.Fatalf("action = %+v", act)
 	}
-	if in := interaction(t, f, sid); in.ResponseType != fake.CallbackDeferUpdate {
+	if in := interaction(t, f, sid); in.ResponseType != fakediscord.CallbackDeferUpdate {
 		t.Fatalf("modal submit ack type %d", in.ResponseType)
 	}
 }
 
 func TestUnauthorizedClickIsRefusedAtOnce(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
-	rec := newRecorder()
+	f := fakediscord.Start(t, fakediscord.Options{})
+	rec := &chattest.Core{}
 	cfg := config(f)
 	cfg.AllowedRoles = []string{approverRole}
 	a := start(t, cfg, rec)
@@ -290,14 +292,14 @@ func TestUnauthorizedClickIsRefusedAtOnce(t *testing.T) {
 		wait(t, f, "refusal", func() bool { return interaction(t, f, id).Acked })
 		in := interaction(t, f, id)
 		m, _ := f.Message(in.OriginalID)
-		if in.ResponseType != fake.CallbackMessage || !m.Ephemeral() || m.Content != "You may not use this bot here." {
+		if in.ResponseType != fakediscord.CallbackMessage || !m.Ephemeral() || m.Content != "You may not use this bot here." {
 			t.Fatalf("%s by bob: %+v / %+v", b, in, m)
 		}
 	}
 	// alice (sentinel) gets through; bob's clicks never reached the core.
 	_, _ = f.ClickButton(ref, alice, ids[chat.ActionApprove])
-	rec.waitFor(t, "alice's action", func() bool { return len(rec.acts) == 1 })
-	if a := rec.actions()[0]; a.User.ID != alice.User.ID {
+	rec.WaitFor(t, "alice's action", func(r chattest.Record) bool { return len(r.Actions) == 1 })
+	if a := rec.Record().Actions[0]; a.User.ID != alice.User.ID {
 		t.Fatalf("action by %s", a.User.ID)
 	}
 }

@@ -6,14 +6,15 @@ import (
 	"testing"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/chattest"
 	"github.com/sandbot/sandbot/chat/discord"
-	fake "github.com/sandbot/sandbot/internal/fake/discord"
+	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 )
 
 func TestPostEditAndRateLimits(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
-	rec := newRecorder()
+	f := fakediscord.Start(t, fakediscord.Options{})
+	rec := &chattest.Core{}
 	a := start(t, config(f), rec)
 	th := startSession(t, f, rec)
 
@@ -27,7 +28,7 @@ func TestPostEditAndRateLimits(t *testing.T) {
 	}
 	// Two 429s on the edit route: discordgo waits them out and the edit
 	// still lands, once.
-	f.RateLimitNext(fake.RouteEditMessage, 2, 0, false)
+	f.RateLimitNext(fakediscord.RouteEditMessage, 2, 0, false)
 	if err := a.Edit(t.Context(), th, ref, chat.Card{Title: "✅ Done", Blocks: []chat.Block{{Kind: chat.BlockText, Text: "✅ `make` · exit 0"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -47,8 +48,8 @@ func TestPostEditAndRateLimits(t *testing.T) {
 
 func TestPostTextSplitsOrAttaches(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
-	rec := newRecorder()
+	f := fakediscord.Start(t, fakediscord.Options{})
+	rec := &chattest.Core{}
 	a := start(t, config(f), rec)
 	th := startSession(t, f, rec)
 
@@ -66,7 +67,7 @@ func TestPostTextSplitsOrAttaches(t *testing.T) {
 		t.Fatalf("want the short answer and a split answer starting at %s, got %d messages", first, len(msgs))
 	}
 	for _, m := range msgs {
-		if n := fake.TextLen(m.Content); n > discord.MaxContent {
+		if n := fakediscord.TextLen(m.Content); n > discord.MaxContent {
 			t.Fatalf("message of %d characters", n)
 		}
 		if strings.Count(m.Content, "```")%2 != 0 {
@@ -89,15 +90,15 @@ func TestPostTextSplitsOrAttaches(t *testing.T) {
 	if len(m.Attachments) != 1 || m.Attachments[0].Filename != "answer.md" || string(m.Attachments[0].Data) != huge {
 		t.Fatalf("attachment = %+v", m.Attachments)
 	}
-	if !strings.Contains(m.Content, "attached as answer.md") || fake.TextLen(m.Content) > discord.MaxContent {
+	if !strings.Contains(m.Content, "attached as answer.md") || fakediscord.TextLen(m.Content) > discord.MaxContent {
 		t.Fatalf("preview = %q", m.Content)
 	}
 }
 
 func TestStartThreadForFork(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
-	rec := newRecorder()
+	f := fakediscord.Start(t, fakediscord.Options{})
+	rec := &chattest.Core{}
 	a := start(t, config(f), rec)
 	th := startSession(t, f, rec)
 	to, err := a.StartThread(t.Context(), th, "try the other approach")
@@ -105,13 +106,13 @@ func TestStartThreadForFork(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, ok := f.Channel(to.Thread)
-	if !ok || to.Channel != fake.DefaultChannelID || to.Workspace != fake.DefaultGuildID || c.Name != "try the other approach" || c.Type != fake.ChannelPublicThread {
+	if !ok || to.Channel != fakediscord.DefaultChannelID || to.Workspace != fakediscord.DefaultGuildID || c.Name != "try the other approach" || c.Type != fakediscord.ChannelPublicThread {
 		t.Fatalf("fork thread %+v, channel %+v", to, c)
 	}
 	// The bot owns it, so messages there are sessions without a mention.
 	m, _ := f.UserMessage(to.Thread, alice, "continue here")
-	rec.waitFor(t, "message in fork", func() bool { return len(rec.msgs) == 2 })
-	if got := rec.messages()[1]; got.EventID != m.ID || got.Thread != to {
+	rec.WaitFor(t, "message in fork", func(r chattest.Record) bool { return len(r.Messages) == 2 })
+	if got := rec.Record().Messages[1]; got.EventID != m.ID || got.Thread != to {
 		t.Fatalf("fork message = %+v", got)
 	}
 	_, err = a.StartThread(t.Context(), chat.Thread{Platform: "discord", Channel: "1", Thread: "1"}, "x")
@@ -126,15 +127,15 @@ func TestStartThreadForFork(t *testing.T) {
 
 func TestGatewayDropIsSurvived(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
-	rec := newRecorder()
+	f := fakediscord.Start(t, fakediscord.Options{})
+	rec := &chattest.Core{}
 	start(t, config(f), rec)
 	heartbeating(t, f, 1)
 	f.DropConnections()
 	wait(t, f, "resumed", func() bool { return f.GatewayStats().Resumes == 1 })
-	m, _ := f.UserMessage(fake.DefaultChannelID, alice, bot()+"after the drop")
-	rec.waitFor(t, "message after drop", func() bool { return len(rec.msgs) == 1 })
-	if rec.messages()[0].EventID != m.ID {
+	m, _ := f.UserMessage(fakediscord.DefaultChannelID, alice, bot()+"after the drop")
+	rec.WaitFor(t, "message after drop", func(r chattest.Record) bool { return len(r.Messages) == 1 })
+	if rec.Record().Messages[0].EventID != m.ID {
 		t.Fatal("wrong message")
 	}
 	heartbeating(t, f, 2) // the resumed connection's first heartbeat
@@ -142,30 +143,30 @@ func TestGatewayDropIsSurvived(t *testing.T) {
 	wait(t, f, "resumed after op 7", func() bool { return f.GatewayStats().Resumes == 2 && f.Connected() == 1 })
 	f.InvalidateSession(false)
 	wait(t, f, "identified after op 9", func() bool { return f.GatewayStats().Identifies == 2 && f.Connected() == 1 })
-	m2, _ := f.UserMessage(fake.DefaultChannelID, alice, bot()+"after op 9")
-	rec.waitFor(t, "message after op 9", func() bool { return len(rec.msgs) == 2 })
-	if rec.messages()[1].EventID != m2.ID {
+	m2, _ := f.UserMessage(fakediscord.DefaultChannelID, alice, bot()+"after op 9")
+	rec.WaitFor(t, "message after op 9", func(r chattest.Record) bool { return len(r.Messages) == 2 })
+	if rec.Record().Messages[1].EventID != m2.ID {
 		t.Fatal("wrong message after op 9")
 	}
 }
 
 func TestRunFailsClearly(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{Token: "OTk5OTk5OTk5OTk5OTk5OTk5.b3RoZXI.not-the-bots-token"})
+	f := fakediscord.Start(t, fakediscord.Options{Token: "OTk5OTk5OTk5OTk5OTk5OTk5.b3RoZXI.not-the-bots-token"})
 	cfg := config(f)
-	cfg.Token = fake.DefaultToken // a token the server does not accept
-	a, err := discord.New(cfg, newRecorder(), nil)
+	cfg.Token = fakediscord.DefaultToken // a token the server does not accept
+	a, err := discord.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "open gateway") {
+	if err := a.Run(t.Context(), &chattest.Core{}); err == nil || !strings.Contains(err.Error(), "open gateway") {
 		t.Fatalf("Run with a rejected token: %v", err)
 	}
 	cfg = config(f)
 	cfg.Token = f.Token()
 	cfg.GuildID = "4999999999999999999" // the bot is not in it
-	a, _ = discord.New(cfg, newRecorder(), nil)
-	if err := a.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "register slash commands in guild 4999999999999999999") {
+	a, _ = discord.New(cfg, nil)
+	if err := a.Run(t.Context(), &chattest.Core{}); err == nil || !strings.Contains(err.Error(), "register slash commands in guild 4999999999999999999") {
 		t.Fatalf("Run with an unknown guild: %v", err)
 	}
 }

@@ -16,22 +16,8 @@ import (
 	"github.com/sandbot/sandbot/chat/internal/lru"
 )
 
-// Core is what the adapter needs from the bot core; *chat.Core satisfies
-// it. Calls come from event goroutines after the platform was acked.
-type Core interface {
-	HandleMessage(ctx context.Context, p chat.Poster, m chat.Message) error
-	HandleCommand(ctx context.Context, p chat.Poster, th chat.Thread, u chat.User, cmd chat.Command) (chat.Reply, error)
-	HandleAction(ctx context.Context, p chat.Poster, a chat.Action) error
-}
-
-// Resumer is an optional Core capability: after connecting, the adapter
-// asks it to resume watching turns that were running when the bot stopped.
-type Resumer interface {
-	Resume(ctx context.Context, p chat.Poster, platform string) error
-}
-
-// SessionFinder is an optional Core capability: whether a thread has a
-// session. With it, a reply in a thread the adapter has not seen before is
+// SessionFinder is an optional capability of the chat.Handler given to
+// Run: whether a thread has a session. With it, a reply in a thread the adapter has not seen before is
 // routed by asking the session store instead of reading the thread from
 // Slack (see Adapter.isSession).
 type SessionFinder interface {
@@ -43,7 +29,8 @@ type SessionFinder interface {
 // chat.ThreadLinker) for the core to post into threads.
 //
 // Build it with New, hand Budget() to the core's configuration, then call
-// Run with the core. All methods are safe for concurrent use.
+// Run with the core (the lifecycle every adapter shares). All methods are
+// safe for concurrent use.
 type Adapter struct {
 	cfg    Config
 	log    *slog.Logger
@@ -58,7 +45,7 @@ type Adapter struct {
 	// by this process (the workflow dedupes across replicas).
 	seen *lru.Cache[string, struct{}]
 
-	core Core
+	core chat.Handler
 	ctx  context.Context // Run's context: the lifetime of event work
 	wg   sync.WaitGroup  // event work started after an ack
 
@@ -152,10 +139,12 @@ func (a *Adapter) identity() identity {
 	return a.self
 }
 
-// Run connects to Slack and handles events until ctx ends, then waits for
-// event work in flight. It returns nil after ctx ends, or the error that
-// made it stop (bad credentials, a port in use).
-func (a *Adapter) Run(ctx context.Context, core Core) error {
+// Run connects to Slack and hands events to core until ctx ends, then
+// waits for event work in flight. Once connected it asks core to resume
+// watching turns that were running when the bot stopped. It returns nil
+// after ctx ends, or the error that made it stop (bad credentials, a port
+// in use).
+func (a *Adapter) Run(ctx context.Context, core chat.Handler) error {
 	if core == nil {
 		return errors.New("slack: run: core is nil")
 	}
@@ -185,9 +174,7 @@ func (a *Adapter) Run(ctx context.Context, core Core) error {
 func (a *Adapter) markReady() {
 	a.once.Do(func() {
 		close(a.ready)
-		if r, ok := a.core.(Resumer); ok {
-			a.spawn("resume", func(ctx context.Context) error { return r.Resume(ctx, a, Platform) })
-		}
+		a.spawn("resume", func(ctx context.Context) error { return a.core.Resume(ctx, a, Platform) })
 	})
 }
 

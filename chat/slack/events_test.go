@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/chattest"
 	"github.com/sandbot/sandbot/chat/slack"
 	"github.com/sandbot/sandbot/chat/slack/slacktest"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
@@ -17,7 +18,7 @@ func TestMentionStartsOneTurnAndAcksFirst(t *testing.T) {
 	env := slacktest.New(t, slacktest.Options{})
 	core := newRecCore()
 	release := make(chan struct{})
-	core.onMessage = func(ctx context.Context, p chat.Poster, m chat.Message) error {
+	core.OnMessage = func(ctx context.Context, p chat.Poster, m chat.Message) error {
 		select { // the core is slow (Temporal): acks must not wait for it
 		case <-release:
 		case <-ctx.Done():
@@ -33,10 +34,10 @@ func TestMentionStartsOneTurnAndAcksFirst(t *testing.T) {
 		t.Fatalf("a channel mention is delivered twice (app_mention + message), got %d envelopes", len(sent.Envelopes))
 	}
 	// Both envelopes were acked while the core was still blocked.
-	st := core.waitFor(t, ctx, "the message", func(s coreState) bool { return len(s.Messages) >= 1 })
+	st := core.WaitFor(t, "the message", func(s chattest.Record) bool { return len(s.Messages) >= 1 })
 	close(release)
 	idle(t, ctx, env)
-	if n := len(core.state().Messages); n != 1 {
+	if n := len(core.Record().Messages); n != 1 {
 		t.Fatalf("one user message reached the core %d times", n)
 	}
 	m := st.Messages[0]
@@ -58,7 +59,7 @@ func TestMentionStartsOneTurnAndAcksFirst(t *testing.T) {
 		waitFake(t, ctx, env, "redelivery ack", func(s fakeslack.Snapshot) bool { return s.Acked(id) })
 	}
 	idle(t, ctx, env)
-	if n := len(core.state().Messages); n != 1 {
+	if n := len(core.Record().Messages); n != 1 {
 		t.Fatalf("redelivered events reached the core: %d messages", n)
 	}
 }
@@ -70,7 +71,7 @@ func TestMessagesThatNeverStartTurns(t *testing.T) {
 	env.Run(core)
 	f := env.Fake
 	root := mustSend(t, ctx, env, fakeslack.UserMessage{Text: f.Mention() + " start"}).Message
-	core.waitFor(t, ctx, "the mention", func(s coreState) bool { return len(s.Messages) == 1 })
+	core.WaitFor(t, "the mention", func(s chattest.Record) bool { return len(s.Messages) == 1 })
 
 	mustSend(t, ctx, env, fakeslack.UserMessage{BotID: "BOTHER", SubType: "bot_message", Text: f.Mention() + " I am a bot", ThreadTS: root.TS})
 	mustSend(t, ctx, env, fakeslack.UserMessage{User: "U0009", BotID: "BAPP", Text: "app bot in thread", ThreadTS: root.TS})
@@ -87,7 +88,7 @@ func TestMessagesThatNeverStartTurns(t *testing.T) {
 	}
 	waitFake(t, ctx, env, "edit ack", func(s fakeslack.Snapshot) bool { return s.Acked(id) })
 	idle(t, ctx, env)
-	if st := core.state(); len(st.Messages) != 1 {
+	if st := core.Record(); len(st.Messages) != 1 {
 		t.Fatalf("bot messages, edits or chatter reached the core: %+v", st.Messages[1:])
 	}
 }
@@ -99,13 +100,13 @@ func TestThreadRepliesContinueSession(t *testing.T) {
 	env.Run(core)
 	f := env.Fake
 	root := mustSend(t, ctx, env, fakeslack.UserMessage{Text: f.Mention() + " start"}).Message
-	core.waitFor(t, ctx, "the mention", func(s coreState) bool { return len(s.Messages) == 1 })
+	core.WaitFor(t, "the mention", func(s chattest.Record) bool { return len(s.Messages) == 1 })
 
 	reply := mustSend(t, ctx, env, fakeslack.UserMessage{User: "U0002", Text: "and also the docs", ThreadTS: root.TS})
 	if len(reply.Envelopes) != 1 {
 		t.Fatalf("a reply without a mention is one message event, got %d", len(reply.Envelopes))
 	}
-	st := core.waitFor(t, ctx, "the reply", func(s coreState) bool { return len(s.Messages) == 2 })
+	st := core.WaitFor(t, "the reply", func(s chattest.Record) bool { return len(s.Messages) == 2 })
 	if m := st.Messages[1]; m.Thread.Thread != root.TS || m.Text != "and also the docs" || m.User.ID != "U0002" {
 		t.Fatalf("reply = %+v", m)
 	}
@@ -117,14 +118,14 @@ func TestThreadRepliesContinueSession(t *testing.T) {
 	other := f.Say(fakeslack.UserMessage{Text: "unrelated discussion"}).Message
 	mustSend(t, ctx, env, fakeslack.UserMessage{Text: "reply in unrelated thread", ThreadTS: other.TS})
 	idle(t, ctx, env)
-	if n := len(core.state().Messages); n != 2 {
+	if n := len(core.Record().Messages); n != 2 {
 		t.Fatalf("a reply in a non-session thread reached the core (%d messages)", n)
 	}
 
 	// A command typed after a mention in the thread goes to the core as text
 	// (the core parses it).
 	mustSend(t, ctx, env, fakeslack.UserMessage{Text: f.Mention() + " /backend docker", ThreadTS: root.TS})
-	st = core.waitFor(t, ctx, "the command", func(s coreState) bool { return len(s.Messages) == 3 })
+	st = core.WaitFor(t, "the command", func(s chattest.Record) bool { return len(s.Messages) == 3 })
 	if m := st.Messages[2]; m.Text != "/backend docker" || m.Thread.Thread != root.TS {
 		t.Fatalf("command message = %+v", m)
 	}
@@ -140,7 +141,7 @@ func TestRequireMention(t *testing.T) {
 	mustSend(t, ctx, env, fakeslack.UserMessage{Text: env.Fake.Mention() + " with mention", ThreadTS: root.TS})
 	idle(t, ctx, env)
 	var texts []string
-	for _, m := range core.state().Messages {
+	for _, m := range core.Record().Messages {
 		texts = append(texts, m.Text)
 	}
 	slices.Sort(texts) // events are handled concurrently
@@ -168,7 +169,7 @@ func TestSessionThreadsAfterRestart(t *testing.T) {
 	mustSend(t, ctx, env, fakeslack.UserMessage{Text: "chatter", ThreadTS: plain.TS})
 	idle(t, ctx, env)
 	var threads []string
-	for _, m := range core.state().Messages {
+	for _, m := range core.Record().Messages {
 		threads = append(threads, m.Thread.Thread)
 	}
 	slices.Sort(threads) // events are handled concurrently
@@ -187,18 +188,15 @@ func TestSessionFinderIsPreferred(t *testing.T) {
 	env := slacktest.New(t, slacktest.Options{})
 	f := env.Fake
 	known := f.Say(fakeslack.UserMessage{Text: "root without mention"}).Message
-	asked := 0
-	core := findingCore{recCore: newRecCore(), sessions: map[string]bool{known.TS: true}, asked: &asked}
+	core := &findingCore{Core: newRecCore(), sessions: map[string]bool{known.TS: true}}
 	env.Run(core)
 	mustSend(t, ctx, env, fakeslack.UserMessage{Text: "continue", ThreadTS: known.TS})
 	mustSend(t, ctx, env, fakeslack.UserMessage{Text: "again", ThreadTS: known.TS})
 	idle(t, ctx, env)
-	if n := len(core.state().Messages); n != 2 {
+	if n := len(core.Record().Messages); n != 2 {
 		t.Fatalf("%d messages reached the core, want 2", n)
 	}
-	core.mu.Lock()
-	n := asked
-	core.mu.Unlock()
+	n := core.asked.Load()
 	if n != 1 || len(f.Snapshot().CallsTo("conversations.replies")) != 0 {
 		t.Fatalf("HasSession asked %d times (want 1, then cached); replies calls %d", n, len(f.Snapshot().CallsTo("conversations.replies")))
 	}
@@ -214,7 +212,7 @@ func TestDirectMessages(t *testing.T) {
 		t.Fatalf("a DM is one message event, got %d", len(dm.Envelopes))
 	}
 	mustSend(t, ctx, env, fakeslack.UserMessage{Channel: "D0001", ChannelType: "im", Text: "follow-up", ThreadTS: dm.Message.TS})
-	st := core.waitFor(t, ctx, "both DMs", func(s coreState) bool { return len(s.Messages) == 2 })
+	st := core.WaitFor(t, "both DMs", func(s chattest.Record) bool { return len(s.Messages) == 2 })
 	for _, m := range st.Messages {
 		if m.Thread.Channel != "D0001" || m.Thread.Thread != dm.Message.TS {
 			t.Fatalf("DM message = %+v", m)
@@ -236,7 +234,7 @@ func TestAllowedUsersAndChannels(t *testing.T) {
 	mustSend(t, ctx, env, fakeslack.UserMessage{User: "U0001", Channel: "C0BAD", Text: f.Mention() + " here?"})
 	snap := waitFake(t, ctx, env, "two refusals", func(s fakeslack.Snapshot) bool { return len(s.CallsTo("chat.postEphemeral")) == 2 })
 	idle(t, ctx, env)
-	if n := len(core.state().Messages); n != 0 {
+	if n := len(core.Record().Messages); n != 0 {
 		t.Fatalf("refused messages reached the core: %d", n)
 	}
 	refusals := map[string]string{} // user/channel → text
@@ -247,20 +245,19 @@ func TestAllowedUsersAndChannels(t *testing.T) {
 		t.Fatalf("refusals = %q", refusals)
 	}
 	mustSend(t, ctx, env, fakeslack.UserMessage{User: "U0001", Text: f.Mention() + " ok"})
-	st := core.waitFor(t, ctx, "the allowed message", func(s coreState) bool { return len(s.Messages) == 1 })
+	st := core.WaitFor(t, "the allowed message", func(s chattest.Record) bool { return len(s.Messages) == 1 })
 	if !st.Messages[0].Admin {
 		t.Fatal("a configured approver's message is not marked Admin")
 	}
 }
 
 func TestResumeAfterConnect(t *testing.T) {
-	ctx := testCtx(t)
 	env := slacktest.New(t, slacktest.Options{})
-	core := resumingCore{newRecCore()}
+	core := newRecCore()
 	env.Run(core)
-	core.waitFor(t, ctx, "a resume", func(s coreState) bool { return len(s.Resumed) == 1 })
+	core.WaitFor(t, "a resume", func(s chattest.Record) bool { return len(s.Resumed) == 1 })
 	env.Restart(core)
-	st := core.waitFor(t, ctx, "a second resume", func(s coreState) bool { return len(s.Resumed) == 2 })
+	st := core.WaitFor(t, "a second resume", func(s chattest.Record) bool { return len(s.Resumed) == 2 })
 	if st.Resumed[1] != slack.Platform {
 		t.Fatalf("resumed %q", st.Resumed)
 	}
@@ -275,11 +272,11 @@ func TestSocketReconnects(t *testing.T) {
 	f.Disconnect("refresh_requested")
 	waitFake(t, ctx, env, "a reconnect after a refresh request", func(s fakeslack.Snapshot) bool { return s.Connections == 2 && s.Open == 1 })
 	mustSend(t, ctx, env, fakeslack.UserMessage{Text: f.Mention() + " after refresh"})
-	core.waitFor(t, ctx, "the first message", func(s coreState) bool { return len(s.Messages) == 1 })
+	core.WaitFor(t, "the first message", func(s chattest.Record) bool { return len(s.Messages) == 1 })
 	f.DropConnections()
 	waitFake(t, ctx, env, "a reconnect after a dropped socket", func(s fakeslack.Snapshot) bool { return s.Connections == 3 && s.Open == 1 })
 	mustSend(t, ctx, env, fakeslack.UserMessage{Text: f.Mention() + " after drop"})
-	st := core.waitFor(t, ctx, "both messages", func(s coreState) bool { return len(s.Messages) == 2 })
+	st := core.WaitFor(t, "both messages", func(s chattest.Record) bool { return len(s.Messages) == 2 })
 	if st.Messages[0].Text != "after refresh" || st.Messages[1].Text != "after drop" {
 		t.Fatalf("messages = %+v", st.Messages)
 	}

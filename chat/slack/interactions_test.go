@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/chattest"
 	"github.com/sandbot/sandbot/chat/slack"
 	"github.com/sandbot/sandbot/chat/slack/slacktest"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
@@ -17,9 +18,9 @@ const approvalValue = "1.s.T0001.C0001.1700000000%2E000100.call_abc"
 
 // sessionWithApproval starts a session whose core posts an approval card,
 // and returns the thread root and the card's ts.
-func sessionWithApproval(t *testing.T, ctx context.Context, env *slacktest.Env, core *recCore) (root, card string) {
+func sessionWithApproval(t *testing.T, ctx context.Context, env *slacktest.Env, core *chattest.Core) (root, card string) {
 	t.Helper()
-	core.onMessage = func(ctx context.Context, p chat.Poster, m chat.Message) error {
+	core.OnMessage = func(ctx context.Context, p chat.Poster, m chat.Message) error {
 		_, err := p.Post(ctx, m.Thread, approvalCard(approvalValue))
 		return err
 	}
@@ -33,7 +34,7 @@ func TestApproveClick(t *testing.T) {
 	ctx := testCtx(t)
 	env := slacktest.New(t, slacktest.Options{})
 	core := newRecCore()
-	core.onAction = func(ctx context.Context, p chat.Poster, a chat.Action) error {
+	core.OnAction = func(ctx context.Context, p chat.Poster, a chat.Action) error {
 		return a.Reply(ctx, "You may not approve this; ask "+p.(chat.Mentioner).Mention(chat.User{ID: "U0001"}))
 	}
 	root, card := sessionWithApproval(t, ctx, env, core)
@@ -43,7 +44,7 @@ func TestApproveClick(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFake(t, ctx, env, "the click's ack", func(s fakeslack.Snapshot) bool { return s.Acked(id) })
-	st := core.waitFor(t, ctx, "the action", func(s coreState) bool { return len(s.Actions) == 1 })
+	st := core.WaitFor(t, "the action", func(s chattest.Record) bool { return len(s.Actions) == 1 })
 	a := st.Actions[0]
 	want := chat.Thread{Platform: slack.Platform, Workspace: "T0001", Channel: "C0001", Thread: root}
 	if a.ID != chat.ActionApproveAlways || a.Value != approvalValue || a.User.ID != "U0002" || a.User.Name != "u0002" || a.Thread != want {
@@ -68,7 +69,7 @@ func TestRejectWithReason(t *testing.T) {
 	}
 	waitFake(t, ctx, env, "views.open", func(s fakeslack.Snapshot) bool { return len(s.CallsTo("views.open")) == 1 && s.Acked(id) })
 	idle(t, ctx, env)
-	if n := len(core.state().Actions); n != 0 {
+	if n := len(core.Record().Actions); n != 0 {
 		t.Fatal("reject reached the core before the modal was submitted")
 	}
 	views := env.Fake.Views()
@@ -78,7 +79,7 @@ func TestRejectWithReason(t *testing.T) {
 	if _, err := env.Fake.SubmitView(ctx, views[0].ID, "U0001", map[string]string{"reason_input": "  deletes the cache; use make clean  "}); err != nil {
 		t.Fatal(err)
 	}
-	st := core.waitFor(t, ctx, "the rejection", func(s coreState) bool { return len(s.Actions) == 1 })
+	st := core.WaitFor(t, "the rejection", func(s chattest.Record) bool { return len(s.Actions) == 1 })
 	a := st.Actions[0]
 	if a.ID != chat.ActionReject || a.Value != approvalValue || a.Reason != "deletes the cache; use make clean" ||
 		a.Thread.Thread != root || a.User.ID != "U0001" || a.Reply == nil {
@@ -93,7 +94,7 @@ func TestRejectWithReason(t *testing.T) {
 	if _, err := env.Fake.SubmitView(ctx, views[1].ID, "U0001", nil); err != nil {
 		t.Fatal(err)
 	}
-	st = core.waitFor(t, ctx, "the second rejection", func(s coreState) bool { return len(s.Actions) == 2 })
+	st = core.WaitFor(t, "the second rejection", func(s chattest.Record) bool { return len(s.Actions) == 2 })
 	if st.Actions[1].Reason != "" {
 		t.Fatalf("reason = %q", st.Actions[1].Reason)
 	}
@@ -107,7 +108,7 @@ func TestRejectWhenModalCannotOpen(t *testing.T) {
 	if _, err := env.Fake.ClickButton(ctx, fakeslack.Click{User: "U0001", Channel: "C0001", MessageTS: card, ActionID: chat.ActionReject}); err != nil {
 		t.Fatal(err)
 	}
-	st := core.waitFor(t, ctx, "a rejection without reason", func(s coreState) bool { return len(s.Actions) == 1 })
+	st := core.WaitFor(t, "a rejection without reason", func(s chattest.Record) bool { return len(s.Actions) == 1 })
 	if st.Actions[0].ID != chat.ActionReject || st.Actions[0].Reason != "" {
 		t.Fatalf("action = %+v", st.Actions[0])
 	}
@@ -120,8 +121,8 @@ func TestSlashCommands(t *testing.T) {
 	ctx := testCtx(t)
 	env := slacktest.New(t, slacktest.Options{})
 	core := newRecCore()
-	core.onCommand = func(ctx context.Context, p chat.Poster, th chat.Thread, u chat.User, cmd chat.Command) (chat.Reply, error) {
-		if cmd.Name == chat.CmdSessions {
+	core.OnCommand = func(ctx context.Context, p chat.Poster, c chattest.CommandCall) (chat.Reply, error) {
+		if c.Cmd.Name == chat.CmdSessions {
 			return chat.Reply{Text: "**Running sessions**\n- " + p.(chat.ThreadLinker).ThreadLink(chat.Thread{Channel: "C0001", Thread: "1700000000.000100"}), Ephemeral: true}, nil
 		}
 		return chat.Reply{Text: "Stopped turn 2."}, nil
@@ -145,7 +146,7 @@ func TestSlashCommands(t *testing.T) {
 		!strings.Contains(h.Text(), "<https://fake.slack.com/archives/C0001/p1700000000000100|thread>") {
 		t.Fatalf("sessions answer = %s", h.Body)
 	}
-	st := core.state()
+	st := core.Record()
 	if c := st.Commands[0]; c.Cmd.Name != chat.CmdSessions || c.Thread.Thread != "" || c.Thread.Channel != "C0001" || c.User.ID != "U0001" {
 		t.Fatalf("sessions command = %+v", c)
 	}
@@ -156,7 +157,7 @@ func TestSlashCommands(t *testing.T) {
 	if h := send("frobnicate"); !strings.Contains(h.Text(), "no command /frobnicate") {
 		t.Fatalf("unknown command answered %q", h.Text())
 	}
-	if n := len(core.state().Commands); n != 1 {
+	if n := len(core.Record().Commands); n != 1 {
 		t.Fatalf("bad commands reached the core: %d", n)
 	}
 
@@ -170,7 +171,7 @@ func TestSlashCommands(t *testing.T) {
 	waitFake(t, ctx, env, "the stop reply in the thread", func(s fakeslack.Snapshot) bool {
 		return s.Acked(id) && len(s.Calls) > before && len(s.BotMessages("C0001", root.TS)) == 1
 	})
-	st = core.state()
+	st = core.Record()
 	if c := st.Commands[1]; c.Cmd.Name != chat.CmdStop || c.Thread.Thread != root.TS || len(c.Cmd.Args) != 0 {
 		t.Fatalf("stop command = %+v", c)
 	}
@@ -180,8 +181,8 @@ func TestForkShortcut(t *testing.T) {
 	ctx := testCtx(t)
 	env := slacktest.New(t, slacktest.Options{})
 	core := newRecCore()
-	core.onCommand = func(ctx context.Context, p chat.Poster, th chat.Thread, u chat.User, cmd chat.Command) (chat.Reply, error) {
-		to, err := p.(chat.ThreadStarter).StartThread(ctx, th, "Fork of clean up")
+	core.OnCommand = func(ctx context.Context, p chat.Poster, c chattest.CommandCall) (chat.Reply, error) {
+		to, err := p.(chat.ThreadStarter).StartThread(ctx, c.Thread, "Fork of clean up")
 		if err != nil {
 			return chat.Reply{}, err
 		}
@@ -191,7 +192,7 @@ func TestForkShortcut(t *testing.T) {
 	if _, err := env.Fake.UseShortcut(ctx, slack.ForkShortcut, "U0003", "C0001", card); err != nil {
 		t.Fatal(err)
 	}
-	st := core.waitFor(t, ctx, "the fork command", func(s coreState) bool { return len(s.Commands) == 1 })
+	st := core.WaitFor(t, "the fork command", func(s chattest.Record) bool { return len(s.Commands) == 1 })
 	if c := st.Commands[0]; c.Cmd.Name != chat.CmdFork || c.Thread.Thread != root || c.User.ID != "U0003" {
 		t.Fatalf("fork command = %+v", c)
 	}
@@ -211,7 +212,7 @@ func TestForkShortcut(t *testing.T) {
 	}
 	// A reply in the new fork thread continues it without a mention.
 	mustSend(t, ctx, env, fakeslack.UserMessage{Text: "work on the fork", ThreadTS: forkRoot.TS})
-	st = core.waitFor(t, ctx, "a message in the fork", func(s coreState) bool { return len(s.Messages) == 2 })
+	st = core.WaitFor(t, "a message in the fork", func(s chattest.Record) bool { return len(s.Messages) == 2 })
 	if st.Messages[1].Thread.Thread != forkRoot.TS {
 		t.Fatalf("fork message thread = %+v", st.Messages[1].Thread)
 	}
@@ -222,7 +223,7 @@ func TestHTTPMode(t *testing.T) {
 	env := slacktest.New(t, slacktest.Options{Config: func(c *slack.Config) { c.Mode = slack.ModeHTTP }})
 	core := newRecCore()
 	release := make(chan struct{})
-	core.onMessage = func(ctx context.Context, p chat.Poster, m chat.Message) error {
+	core.OnMessage = func(ctx context.Context, p chat.Poster, m chat.Message) error {
 		select {
 		case <-release:
 		case <-ctx.Done():
@@ -249,7 +250,7 @@ func TestHTTPMode(t *testing.T) {
 		t.Fatalf("forged command: %+v", r)
 	}
 	idle(t, ctx, env)
-	if st := core.state(); len(st.Messages)+len(st.Commands) != 0 {
+	if st := core.Record(); len(st.Messages)+len(st.Commands) != 0 {
 		t.Fatalf("unverified requests were processed: %+v", st)
 	}
 
@@ -262,11 +263,11 @@ func TestHTTPMode(t *testing.T) {
 	if r, _ := f.PostEvent(ctx, events, said.Payloads[0], fakeslack.Signing{Retry: 1}); r.Status != 200 {
 		t.Fatalf("retried event: %+v", r)
 	}
-	core.waitFor(t, ctx, "the message", func(s coreState) bool { return len(s.Messages) >= 1 })
+	core.WaitFor(t, "the message", func(s chattest.Record) bool { return len(s.Messages) >= 1 })
 	close(release)
 	snap := waitFake(t, ctx, env, "the card", func(s fakeslack.Snapshot) bool { return len(s.BotMessages("C0001", said.Message.TS)) == 1 })
 	idle(t, ctx, env)
-	if n := len(core.state().Messages); n != 1 {
+	if n := len(core.Record().Messages); n != 1 {
 		t.Fatalf("app_mention + message + retry gave %d turns", n)
 	}
 
@@ -278,7 +279,7 @@ func TestHTTPMode(t *testing.T) {
 	if r, _ := f.PostInteraction(ctx, env.HTTPBase()+"/slack/interactivity", click, fakeslack.Signing{}); r.Status != 200 {
 		t.Fatalf("click: %+v", r)
 	}
-	st := core.waitFor(t, ctx, "the click", func(s coreState) bool { return len(s.Actions) == 1 })
+	st := core.WaitFor(t, "the click", func(s chattest.Record) bool { return len(s.Actions) == 1 })
 	if st.Actions[0].ID != chat.ActionApprove || st.Actions[0].Thread.Thread != said.Message.TS {
 		t.Fatalf("action = %+v", st.Actions[0])
 	}

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/slack"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 )
@@ -94,7 +95,7 @@ func (e *Env) build() *slack.Adapter {
 
 // Run starts the adapter with core and returns once it is connected (or
 // listening, in HTTP mode). The adapter stops when the test ends.
-func (e *Env) Run(core slack.Core) {
+func (e *Env) Run(core chat.Handler) {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel, e.done = cancel, make(chan error, 1)
@@ -133,7 +134,7 @@ func (e *Env) Stop() {
 
 // Restart stops the adapter and runs a new one (fresh caches, as after a
 // bot restart) with core, against the same fake.
-func (e *Env) Restart(core slack.Core) {
+func (e *Env) Restart(core chat.Handler) {
 	e.t.Helper()
 	e.Stop()
 	e.Adapter = e.build()
