@@ -1,4 +1,4 @@
-package discord
+package fakediscord
 
 // Gateway controls for tests: the ways a real gateway disturbs a bot.
 

@@ -1,4 +1,4 @@
-package discord_test
+package fakediscord_test
 
 import (
 	"testing"
@@ -6,21 +6,21 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	fake "github.com/sandbot/sandbot/internal/fake/discord"
+	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 )
 
 func TestOpenIdentifyReadyGuildCreate(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
+	f := fakediscord.Start(t, fakediscord.Options{})
 	s := session(t, f, allIntents)
 	guilds := make(chan *discordgo.GuildCreate, 1)
 	s.AddHandler(func(_ *discordgo.Session, g *discordgo.GuildCreate) { guilds <- g })
 	open(t, s)
-	if s.State.User == nil || s.State.User.ID != fake.DefaultAppID || !s.State.User.Bot {
+	if s.State.User == nil || s.State.User.ID != fakediscord.DefaultAppID || !s.State.User.Bot {
 		t.Fatalf("READY user = %+v", s.State.User)
 	}
 	g := recv(t, guilds, "GUILD_CREATE")
-	if g.ID != fake.DefaultGuildID || len(g.Channels) != 1 || g.Channels[0].ID != fake.DefaultChannelID {
+	if g.ID != fakediscord.DefaultGuildID || len(g.Channels) != 1 || g.Channels[0].ID != fakediscord.DefaultChannelID {
 		t.Fatalf("GUILD_CREATE = %+v", g.Guild)
 	}
 	if st := f.GatewayStats(); st.Identifies != 1 || st.Connections != 1 {
@@ -30,7 +30,7 @@ func TestOpenIdentifyReadyGuildCreate(t *testing.T) {
 
 func TestHeartbeatsAreAcked(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{HeartbeatInterval: 20 * time.Millisecond})
+	f := fakediscord.Start(t, fakediscord.Options{HeartbeatInterval: 20 * time.Millisecond})
 	s := session(t, f, allIntents)
 	open(t, s)
 	wait(t, f, "three acked heartbeats", func() bool { return f.GatewayStats().HeartbeatsAcked >= 3 })
@@ -38,7 +38,7 @@ func TestHeartbeatsAreAcked(t *testing.T) {
 
 func TestMessageContentIntentGatesContent(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
+	f := fakediscord.Start(t, fakediscord.Options{})
 	with := session(t, f, allIntents)
 	without := session(t, f, allIntents&^discordgo.IntentsMessageContent)
 	gotWith := make(chan *discordgo.MessageCreate, 4)
@@ -48,7 +48,7 @@ func TestMessageContentIntentGatesContent(t *testing.T) {
 	open(t, with)
 	open(t, without)
 
-	if _, err := f.UserMessage(fake.DefaultChannelID, alice, "plain words"); err != nil {
+	if _, err := f.UserMessage(fakediscord.DefaultChannelID, alice, "plain words"); err != nil {
 		t.Fatal(err)
 	}
 	if m := recv(t, gotWith, "message with intent"); m.Content != "plain words" || m.Member == nil || len(m.Member.Roles) != 1 {
@@ -57,11 +57,11 @@ func TestMessageContentIntentGatesContent(t *testing.T) {
 	if m := recv(t, gotWithout, "message without intent"); m.Content != "" {
 		t.Fatalf("without intent the content must be blank, got %q", m.Content)
 	}
-	if _, err := f.UserMessage(fake.DefaultChannelID, alice, "<@"+fake.DefaultAppID+"> hello"); err != nil {
+	if _, err := f.UserMessage(fakediscord.DefaultChannelID, alice, "<@"+fakediscord.DefaultAppID+"> hello"); err != nil {
 		t.Fatal(err)
 	}
 	recv(t, gotWith, "mention with intent")
-	if m := recv(t, gotWithout, "mention without intent"); m.Content == "" || len(m.Mentions) != 1 || m.Mentions[0].ID != fake.DefaultAppID {
+	if m := recv(t, gotWithout, "mention without intent"); m.Content == "" || len(m.Mentions) != 1 || m.Mentions[0].ID != fakediscord.DefaultAppID {
 		t.Fatalf("a mention is readable without the intent: %+v", m.Message)
 	}
 	dm := f.AddDM(alice.User)
@@ -76,7 +76,7 @@ func TestMessageContentIntentGatesContent(t *testing.T) {
 
 func TestDeniedPrivilegedIntentFailsOpen(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{DenyPrivilegedIntents: true})
+	f := fakediscord.Start(t, fakediscord.Options{DenyPrivilegedIntents: true})
 	s := session(t, f, allIntents)
 	if err := s.Open(); err == nil {
 		_ = s.Close()
@@ -99,7 +99,7 @@ func newCollector(s *discordgo.Session) *collector {
 
 func TestResumeReplaysMissedEvents(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
+	f := fakediscord.Start(t, fakediscord.Options{})
 	s := session(t, f, allIntents)
 	s.SyncEvents = true
 	c := newCollector(s)
@@ -108,7 +108,7 @@ func TestResumeReplaysMissedEvents(t *testing.T) {
 
 	f.DropConnections()
 	wait(t, f, "connection dropped", func() bool { return f.Connected() == 0 })
-	missed, err := f.UserMessage(fake.DefaultChannelID, alice, "sent while disconnected")
+	missed, err := f.UserMessage(fakediscord.DefaultChannelID, alice, "sent while disconnected")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestResumeReplaysMissedEvents(t *testing.T) {
 	if st := f.GatewayStats(); st.Identifies != 1 {
 		t.Fatalf("client identified again instead of resuming: %+v", st)
 	}
-	after, _ := f.UserMessage(fake.DefaultChannelID, alice, "after resume")
+	after, _ := f.UserMessage(fakediscord.DefaultChannelID, alice, "after resume")
 	if got := recv(t, c.ch, "live message"); got != after.ID {
 		t.Fatalf("got %s, want %s (the missed one must not come twice)", got, after.ID)
 	}
@@ -127,14 +127,14 @@ func TestResumeReplaysMissedEvents(t *testing.T) {
 
 func TestOp7ReconnectResumes(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
+	f := fakediscord.Start(t, fakediscord.Options{})
 	s := session(t, f, allIntents)
 	c := newCollector(s)
 	open(t, s)
 	heartbeating(t, f, 1)
 	f.SendReconnect()
 	wait(t, f, "resumed after op 7", func() bool { return f.GatewayStats().Resumes == 1 && f.Connected() == 1 })
-	m, _ := f.UserMessage(fake.DefaultChannelID, alice, "after op 7")
+	m, _ := f.UserMessage(fakediscord.DefaultChannelID, alice, "after op 7")
 	if got := recv(t, c.ch, "message after op 7"); got != m.ID {
 		t.Fatalf("got %s, want %s", got, m.ID)
 	}
@@ -145,14 +145,14 @@ func TestOp7ReconnectResumes(t *testing.T) {
 
 func TestOp9InvalidSessionReidentifies(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
+	f := fakediscord.Start(t, fakediscord.Options{})
 	s := session(t, f, allIntents)
 	c := newCollector(s)
 	open(t, s)
 	heartbeating(t, f, 1)
 	f.InvalidateSession(false)
 	wait(t, f, "identify after op 9", func() bool { return f.GatewayStats().Identifies == 2 && f.Connected() == 1 })
-	m, _ := f.UserMessage(fake.DefaultChannelID, alice, "after op 9")
+	m, _ := f.UserMessage(fakediscord.DefaultChannelID, alice, "after op 9")
 	if got := recv(t, c.ch, "message after op 9"); got != m.ID {
 		t.Fatalf("got %s, want %s", got, m.ID)
 	}
@@ -160,13 +160,13 @@ func TestOp9InvalidSessionReidentifies(t *testing.T) {
 
 func TestReplayOnResumeRedeliversProcessedEvents(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
+	f := fakediscord.Start(t, fakediscord.Options{})
 	s := session(t, f, allIntents)
 	s.SyncEvents = true
 	c := newCollector(s)
 	open(t, s)
 	before := f.LastSeq()
-	m, _ := f.UserMessage(fake.DefaultChannelID, alice, "once")
+	m, _ := f.UserMessage(fakediscord.DefaultChannelID, alice, "once")
 	if got := recv(t, c.ch, "first delivery"); got != m.ID {
 		t.Fatalf("got %s", got)
 	}

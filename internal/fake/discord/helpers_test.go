@@ -1,4 +1,4 @@
-package discord_test
+package fakediscord_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	fake "github.com/sandbot/sandbot/internal/fake/discord"
+	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 )
 
 // waitTimeout bounds every wait; it is generous because the machine is
@@ -24,7 +24,7 @@ func ctxT(t testing.TB) context.Context {
 
 // session returns a discordgo session wired to f through the per-session
 // transport. It is not opened.
-func session(t testing.TB, f *fake.Server, intents discordgo.Intent) *discordgo.Session {
+func session(t testing.TB, f *fakediscord.Server, intents discordgo.Intent) *discordgo.Session {
 	t.Helper()
 	s, err := discordgo.New("Bot " + f.Token())
 	if err != nil {
@@ -47,7 +47,7 @@ func open(t testing.TB, s *discordgo.Session) {
 
 const allIntents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages | discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent
 
-var alice = fake.Member{User: fake.User{ID: "7000000000000000001", Username: "alice"}, Roles: []string{"9000000000000000001"}}
+var alice = fakediscord.Member{User: fakediscord.User{ID: "7000000000000000001", Username: "alice"}, Roles: []string{"9000000000000000001"}}
 
 // restCode returns the HTTP status and Discord JSON code of a REST error.
 func restCode(t testing.TB, err error) (int, int) {
@@ -75,7 +75,7 @@ func recv[T any](t testing.TB, ch <-chan T, what string) T {
 	}
 }
 
-func wait(t testing.TB, f *fake.Server, what string, cond func() bool) {
+func wait(t testing.TB, f *fakediscord.Server, what string, cond func() bool) {
 	t.Helper()
 	if err := f.Wait(ctxT(t), what, cond); err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func wait(t testing.TB, f *fake.Server, what string, cond func() bool) {
 // a disconnect that lands before it makes discordgo's heartbeat and read
 // loops both reconnect (a race inside discordgo, whose stray close 1000
 // then ends the session). Tests disturb the gateway only after it.
-func heartbeating(t testing.TB, f *fake.Server, n int) {
+func heartbeating(t testing.TB, f *fakediscord.Server, n int) {
 	t.Helper()
 	wait(t, f, "heartbeat", func() bool { return f.GatewayStats().HeartbeatsAcked >= n })
 }

@@ -1,4 +1,4 @@
-package discord_test
+package fakediscord_test
 
 import (
 	"net/http"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	fake "github.com/sandbot/sandbot/internal/fake/discord"
+	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 )
 
 func interactions(s *discordgo.Session) chan *discordgo.InteractionCreate {
@@ -19,7 +19,7 @@ func interactions(s *discordgo.Session) chan *discordgo.InteractionCreate {
 
 func registerStop(t *testing.T, s *discordgo.Session) {
 	t.Helper()
-	_, err := s.ApplicationCommandBulkOverwrite(fake.DefaultAppID, "", []*discordgo.ApplicationCommand{
+	_, err := s.ApplicationCommandBulkOverwrite(fakediscord.DefaultAppID, "", []*discordgo.ApplicationCommand{
 		{Name: "fork", Description: "Fork", Options: []*discordgo.ApplicationCommandOption{
 			{Type: discordgo.ApplicationCommandOptionString, Name: "title", Description: "title"},
 		}},
@@ -31,13 +31,13 @@ func registerStop(t *testing.T, s *discordgo.Session) {
 
 func TestSlashCommandDeferEditFollowUp(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
+	f := fakediscord.Start(t, fakediscord.Options{})
 	s := session(t, f, allIntents)
 	got := interactions(s)
 	open(t, s)
 	registerStop(t, s)
 
-	id, err := f.SlashCommand(fake.DefaultChannelID, alice, "fork", fake.CommandOption{Name: "title", Value: "try b"})
+	id, err := f.SlashCommand(fakediscord.DefaultChannelID, alice, "fork", fakediscord.CommandOption{Name: "title", Value: "try b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestSlashCommandDeferEditFollowUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = s.InteractionRespond(ic.Interaction, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredChannelMessageWithSource})
-	if st, code := restCode(t, err); st != http.StatusBadRequest || code != fake.CodeAlreadyAcked {
+	if st, code := restCode(t, err); st != http.StatusBadRequest || code != fakediscord.CodeAlreadyAcked {
 		t.Fatalf("second ack: %d/%d", st, code)
 	}
 	content := "forked"
@@ -72,7 +72,7 @@ func TestSlashCommandDeferEditFollowUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	in, _ := f.Interaction(id)
-	if !in.Acked || in.ResponseType != fake.CallbackDeferMessage || in.OriginalID != orig.ID || len(in.FollowUps) != 1 || in.FollowUps[0] != fu.ID {
+	if !in.Acked || in.ResponseType != fakediscord.CallbackDeferMessage || in.OriginalID != orig.ID || len(in.FollowUps) != 1 || in.FollowUps[0] != fu.ID {
 		t.Fatalf("recorded interaction = %+v", in)
 	}
 	if e := f.Edits(); len(e) != 1 || e[0].Via != "webhook" {
@@ -84,26 +84,26 @@ func TestAckDeadlineAndTokenExpiry(t *testing.T) {
 	t.Parallel()
 	// An ack deadline of 1ns has always passed by the time the callback
 	// arrives.
-	late := fake.Start(t, fake.Options{AckDeadline: time.Nanosecond})
+	late := fakediscord.Start(t, fakediscord.Options{AckDeadline: time.Nanosecond})
 	s := session(t, late, allIntents)
 	got := interactions(s)
 	open(t, s)
 	registerStop(t, s)
-	if _, err := late.SlashCommand(fake.DefaultChannelID, alice, "fork"); err != nil {
+	if _, err := late.SlashCommand(fakediscord.DefaultChannelID, alice, "fork"); err != nil {
 		t.Fatal(err)
 	}
 	ic := recv(t, got, "interaction")
 	err := s.InteractionRespond(ic.Interaction, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredChannelMessageWithSource})
-	if st, code := restCode(t, err); st != http.StatusNotFound || code != fake.CodeUnknownInteraction {
+	if st, code := restCode(t, err); st != http.StatusNotFound || code != fakediscord.CodeUnknownInteraction {
 		t.Fatalf("late ack: %d/%d", st, code)
 	}
 
-	f := fake.Start(t, fake.Options{})
+	f := fakediscord.Start(t, fakediscord.Options{})
 	s2 := session(t, f, allIntents)
 	got2 := interactions(s2)
 	open(t, s2)
 	registerStop(t, s2)
-	id, _ := f.SlashCommand(fake.DefaultChannelID, alice, "fork")
+	id, _ := f.SlashCommand(fakediscord.DefaultChannelID, alice, "fork")
 	ic2 := recv(t, got2, "interaction")
 	if err := s2.InteractionRespond(ic2.Interaction, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredChannelMessageWithSource}); err != nil {
 		t.Fatal(err)
@@ -111,26 +111,26 @@ func TestAckDeadlineAndTokenExpiry(t *testing.T) {
 	f.ExpireInteraction(id)
 	text := "too late"
 	_, err = s2.InteractionResponseEdit(ic2.Interaction, &discordgo.WebhookEdit{Content: &text})
-	if st, code := restCode(t, err); st != http.StatusUnauthorized || code != fake.CodeInvalidToken {
+	if st, code := restCode(t, err); st != http.StatusUnauthorized || code != fakediscord.CodeInvalidToken {
 		t.Fatalf("expired token edit: %d/%d", st, code)
 	}
 	_, err = s2.FollowupMessageCreate(ic2.Interaction, true, &discordgo.WebhookParams{Content: "too late"})
-	if st, code := restCode(t, err); st != http.StatusUnauthorized || code != fake.CodeInvalidToken {
+	if st, code := restCode(t, err); st != http.StatusUnauthorized || code != fakediscord.CodeInvalidToken {
 		t.Fatalf("expired token follow-up: %d/%d", st, code)
 	}
 	// The bot token still works: a normal channel message gets through.
-	if _, err := s2.ChannelMessageSend(fake.DefaultChannelID, text); err != nil {
+	if _, err := s2.ChannelMessageSend(fakediscord.DefaultChannelID, text); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestButtonModalAndUpdates(t *testing.T) {
 	t.Parallel()
-	f := fake.Start(t, fake.Options{})
+	f := fakediscord.Start(t, fakediscord.Options{})
 	s := session(t, f, allIntents)
 	got := interactions(s)
 	open(t, s)
-	m, err := s.ChannelMessageSendComplex(fake.DefaultChannelID, &discordgo.MessageSend{
+	m, err := s.ChannelMessageSendComplex(fakediscord.DefaultChannelID, &discordgo.MessageSend{
 		Content: "approve `rm -rf build`?",
 		Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
 			discordgo.Button{Label: "Approve", Style: discordgo.SuccessButton, CustomID: "a:1"},
@@ -190,7 +190,7 @@ func TestButtonModalAndUpdates(t *testing.T) {
 	}
 
 	// Type 7 updates the message in place in the callback itself.
-	m2, _ := s.ChannelMessageSendComplex(fake.DefaultChannelID, &discordgo.MessageSend{Content: "x",
+	m2, _ := s.ChannelMessageSendComplex(fakediscord.DefaultChannelID, &discordgo.MessageSend{Content: "x",
 		Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
 			discordgo.Button{Label: "Approve", Style: discordgo.SuccessButton, CustomID: "a:2"}}}}})
 	if _, err := f.ClickButton(m2.ID, alice, "a:2"); err != nil {
@@ -211,12 +211,12 @@ func TestTokenLifetimeOption(t *testing.T) {
 	t.Parallel()
 	// A lifetime of 1ns has passed by the time any webhook call arrives,
 	// while the ack deadline (default 3 s) still holds.
-	f := fake.Start(t, fake.Options{TokenLifetime: time.Nanosecond})
+	f := fakediscord.Start(t, fakediscord.Options{TokenLifetime: time.Nanosecond})
 	s := session(t, f, allIntents)
 	got := interactions(s)
 	open(t, s)
 	registerStop(t, s)
-	if _, err := f.SlashCommand(fake.DefaultChannelID, alice, "fork"); err != nil {
+	if _, err := f.SlashCommand(fakediscord.DefaultChannelID, alice, "fork"); err != nil {
 		t.Fatal(err)
 	}
 	ic := recv(t, got, "interaction")
@@ -225,7 +225,7 @@ func TestTokenLifetimeOption(t *testing.T) {
 	}
 	text := "late"
 	_, err := s.InteractionResponseEdit(ic.Interaction, &discordgo.WebhookEdit{Content: &text})
-	if st, code := restCode(t, err); st != http.StatusUnauthorized || code != fake.CodeInvalidToken {
+	if st, code := restCode(t, err); st != http.StatusUnauthorized || code != fakediscord.CodeInvalidToken {
 		t.Fatalf("edit after the lifetime: %d/%d", st, code)
 	}
 	gb, err := s.GatewayBot()

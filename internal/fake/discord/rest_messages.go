@@ -1,4 +1,4 @@
-package discord
+package fakediscord
 
 import (
 	"encoding/json"

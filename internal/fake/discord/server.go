@@ -1,4 +1,4 @@
-// Package discord is an in-process fake of Discord's REST API (v9) and
+// Package fakediscord is an in-process fake of Discord's REST API (v9) and
 // gateway that speaks the real wire protocol, so that tests, benchmarks and
 // local demos can drive the real github.com/bwmarrin/discordgo client.
 //
@@ -16,7 +16,7 @@
 // and the gateway's misbehaviour (DropConnections, SendReconnect,
 // InvalidateSession, ReplayOnResumeFrom), and waits for conditions with Wait,
 // never with sleeps.
-package discord
+package fakediscord
 
 import (
 	"context"

@@ -13,10 +13,10 @@ import (
 
 	goopenai "github.com/sashabaranov/go-openai"
 
-	"github.com/sandbot/sandbot/internal/fake/openai"
+	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 )
 
-func newClient(t testing.TB, f *openai.Server, key string) *goopenai.Client {
+func newClient(t testing.TB, f *fakeopenai.Server, key string) *goopenai.Client {
 	t.Helper()
 	cfg := goopenai.DefaultConfig(key)
 	cfg.BaseURL = f.URL()
@@ -37,9 +37,9 @@ var shellTool = goopenai.Tool{Type: goopenai.ToolTypeFunction, Function: &goopen
 }}
 
 func TestToolCallAndFinalRoundTrip(t *testing.T) {
-	f := openai.New(openai.WithAPIKey("sk-test-123"))
+	f := fakeopenai.New(fakeopenai.WithAPIKey("sk-test-123"))
 	defer f.Close()
-	f.Push(openai.ToolCallStep("call_1", "shell", `{"commands":["ls"]}`), openai.FinalStep("All done"))
+	f.Push(fakeopenai.ToolCallStep("call_1", "shell", `{"commands":["ls"]}`), fakeopenai.FinalStep("All done"))
 	c := newClient(t, f, "sk-test-123")
 
 	req := goopenai.ChatCompletionRequest{
@@ -97,11 +97,11 @@ func TestToolCallAndFinalRoundTrip(t *testing.T) {
 }
 
 func TestMultipleToolCallsInOneResponse(t *testing.T) {
-	f := openai.New()
+	f := fakeopenai.New()
 	defer f.Close()
-	f.Push(openai.ToolCallsStep(
-		openai.ToolCall{ID: "a", Name: "shell", Arguments: `{"commands":["pwd"]}`},
-		openai.ToolCall{ID: "b", Name: "nosuchtool", Arguments: `{not json`},
+	f.Push(fakeopenai.ToolCallsStep(
+		fakeopenai.ToolCall{ID: "a", Name: "shell", Arguments: `{"commands":["pwd"]}`},
+		fakeopenai.ToolCall{ID: "b", Name: "nosuchtool", Arguments: `{not json`},
 	))
 	resp, err := newClient(t, f, "k").CreateChatCompletion(ctx(t), goopenai.ChatCompletionRequest{Model: "m", Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: "x"}}})
 	if err != nil {
@@ -130,12 +130,12 @@ func recvAll(t *testing.T, s *goopenai.ChatCompletionStream) []goopenai.ChatComp
 }
 
 func TestStreamingToolCallArgumentFragments(t *testing.T) {
-	f := openai.New()
+	f := fakeopenai.New()
 	defer f.Close()
 	args := `{"commands":["echo héllo wörld","ls -la"]}`
-	f.Push(openai.ToolCallsStep(
-		openai.ToolCall{ID: "call_s1", Name: "shell", Arguments: args},
-		openai.ToolCall{ID: "call_s2", Name: "shell", Arguments: `{"commands":["pwd"]}`},
+	f.Push(fakeopenai.ToolCallsStep(
+		fakeopenai.ToolCall{ID: "call_s1", Name: "shell", Arguments: args},
+		fakeopenai.ToolCall{ID: "call_s2", Name: "shell", Arguments: `{"commands":["pwd"]}`},
 	).WithFragment(5))
 	s, err := newClient(t, f, "k").CreateChatCompletionStream(ctx(t), goopenai.ChatCompletionRequest{
 		Model: "m", Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: "x"}},
@@ -191,9 +191,9 @@ func TestStreamingToolCallArgumentFragments(t *testing.T) {
 }
 
 func TestStreamingFinalText(t *testing.T) {
-	f := openai.New()
+	f := fakeopenai.New()
 	defer f.Close()
-	f.Push(openai.FinalStep("Listing done. ✓").WithFragment(3))
+	f.Push(fakeopenai.FinalStep("Listing done. ✓").WithFragment(3))
 	s, err := newClient(t, f, "k").CreateChatCompletionStream(ctx(t), goopenai.ChatCompletionRequest{Model: "m", Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: "x"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -211,9 +211,9 @@ func TestStreamingFinalText(t *testing.T) {
 }
 
 func TestErrorStatusesReachClient(t *testing.T) {
-	f := openai.New()
+	f := fakeopenai.New()
 	defer f.Close()
-	f.Push(openai.ErrorStep(429, "Rate limit reached").WithRetryAfter("7"))
+	f.Push(fakeopenai.ErrorStep(429, "Rate limit reached").WithRetryAfter("7"))
 	_, err := newClient(t, f, "k").CreateChatCompletion(ctx(t), goopenai.ChatCompletionRequest{Model: "m", Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: "x"}}})
 	var apiErr *goopenai.APIError
 	if !errors.As(err, &apiErr) {
@@ -225,7 +225,7 @@ func TestErrorStatusesReachClient(t *testing.T) {
 
 	// The Retry-After header is on the wire (go-openai does not surface it
 	// on errors, so check with a raw request).
-	f.Push(openai.ErrorStep(503, "overloaded").WithRetryAfter("3"))
+	f.Push(fakeopenai.ErrorStep(503, "overloaded").WithRetryAfter("3"))
 	resp, err := http.Post(f.URL()+"/chat/completions", "application/json", strings.NewReader(`{"model":"m","messages":[]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestErrorStatusesReachClient(t *testing.T) {
 }
 
 func TestAuthAndModelChecks(t *testing.T) {
-	f := openai.New(openai.WithAPIKey("sk-right-key"), openai.WithModels("known"))
+	f := fakeopenai.New(fakeopenai.WithAPIKey("sk-right-key"), fakeopenai.WithModels("known"))
 	defer f.Close()
 	req := goopenai.ChatCompletionRequest{Model: "known", Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: "x"}}}
 	_, err := newClient(t, f, "sk-wrong-key").CreateChatCompletion(ctx(t), req)
@@ -267,9 +267,9 @@ func TestAuthAndModelChecks(t *testing.T) {
 }
 
 func TestNonJSONErrorBody(t *testing.T) {
-	f := openai.New()
+	f := fakeopenai.New()
 	defer f.Close()
-	f.Push(openai.Step{Status: 502, RawBody: "<html>Bad Gateway</html>"})
+	f.Push(fakeopenai.Step{Status: 502, RawBody: "<html>Bad Gateway</html>"})
 	_, err := newClient(t, f, "k").CreateChatCompletion(ctx(t), goopenai.ChatCompletionRequest{Model: "m", Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: "x"}}})
 	var reqErr *goopenai.RequestError
 	if !errors.As(err, &reqErr) || reqErr.HTTPStatusCode != 502 {
@@ -278,9 +278,9 @@ func TestNonJSONErrorBody(t *testing.T) {
 }
 
 func TestStreamBreakAfter(t *testing.T) {
-	f := openai.New()
+	f := fakeopenai.New()
 	defer f.Close()
-	st := openai.FinalStep(strings.Repeat("x", 100)).WithFragment(10)
+	st := fakeopenai.FinalStep(strings.Repeat("x", 100)).WithFragment(10)
 	st.BreakAfter = 3
 	f.Push(st)
 	s, err := newClient(t, f, "k").CreateChatCompletionStream(ctx(t), goopenai.ChatCompletionRequest{Model: "m", Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: "x"}}})
@@ -306,10 +306,10 @@ func TestStreamBreakAfter(t *testing.T) {
 }
 
 func TestHoldReleasedByClientCancel(t *testing.T) {
-	f := openai.New()
+	f := fakeopenai.New()
 	defer f.Close()
 	hold := make(chan struct{}) // never closed: only the client's cancel ends it
-	f.Push(openai.Step{Content: "late", Hold: hold})
+	f.Push(fakeopenai.Step{Content: "late", Hold: hold})
 	c, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -329,7 +329,7 @@ func TestHoldReleasedByClientCancel(t *testing.T) {
 }
 
 func TestDefaultResponder(t *testing.T) {
-	f := openai.New()
+	f := fakeopenai.New()
 	defer f.Close()
 	c := newClient(t, f, "k")
 	req := goopenai.ChatCompletionRequest{Model: "m", Tools: []goopenai.Tool{shellTool},
@@ -362,11 +362,11 @@ func TestDefaultResponder(t *testing.T) {
 func TestResponderAndConcurrency(t *testing.T) {
 	var mu sync.Mutex
 	calls := 0
-	f := openai.New(openai.WithResponder(func(r openai.RecordedRequest) openai.Step {
+	f := fakeopenai.New(fakeopenai.WithResponder(func(r fakeopenai.RecordedRequest) fakeopenai.Step {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
-		return openai.FinalStep(r.Body.Messages[0].Content)
+		return fakeopenai.FinalStep(r.Body.Messages[0].Content)
 	}))
 	defer f.Close()
 	c := newClient(t, f, "k")
@@ -402,7 +402,7 @@ func TestResponderAndConcurrency(t *testing.T) {
 }
 
 func TestBadRequestsGetOpenAIErrors(t *testing.T) {
-	f := openai.New()
+	f := fakeopenai.New()
 	defer f.Close()
 	for _, tc := range []struct {
 		method, path, body string
@@ -429,7 +429,7 @@ func TestBadRequestsGetOpenAIErrors(t *testing.T) {
 }
 
 func TestContentPartsDecoded(t *testing.T) {
-	f := openai.New()
+	f := fakeopenai.New()
 	defer f.Close()
 	_, err := newClient(t, f, "k").CreateChatCompletion(ctx(t), goopenai.ChatCompletionRequest{Model: "m", Messages: []goopenai.ChatCompletionMessage{
 		{Role: "user", MultiContent: []goopenai.ChatMessagePart{{Type: goopenai.ChatMessagePartTypeText, Text: "part one, "}, {Type: goopenai.ChatMessagePartTypeText, Text: "part two"}}},
