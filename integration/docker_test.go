@@ -32,7 +32,7 @@ func onDocker(c *config.Config) {
 }
 
 // waitInfo polls the session's Info until cond holds.
-func (e *env5) waitInfo(th interface{ ID() string }, what string, cond func(session.Info) bool) session.Info {
+func (e *threadEnv) waitInfo(th interface{ ID() string }, what string, cond func(session.Info) bool) session.Info {
 	e.t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	var last session.Info
@@ -62,7 +62,7 @@ func dockerTime(t *testing.T, s string) time.Time {
 }
 
 func TestIdleSuspendAndResume(t *testing.T) {
-	e := newEnv5(t, true, onDocker, func(c *config.Config) { c.Session.IdleSuspend = 2 * time.Second })
+	e := newThreadEnv(t, true, onDocker, func(c *config.Config) { c.Session.IdleSuspend = 2 * time.Second })
 	th := e.thread("idle")
 	ts := e.turn(th, 1, "make a file",
 		fakeopenai.ToolCallStep("c1", "shell", shell("echo survives > kept.txt", "id -u")),
@@ -98,7 +98,7 @@ func TestIdleSuspendAndResume(t *testing.T) {
 }
 
 func TestRestoreAfterContainerRemoved(t *testing.T) {
-	e := newEnv5(t, true, onDocker)
+	e := newThreadEnv(t, true, onDocker)
 	th := e.thread("lost")
 	e.turn(th, 1, "make a file",
 		fakeopenai.ToolCallStep("c1", "shell", shell("echo precious > data.txt")),
@@ -145,7 +145,7 @@ func regularFiles(t *testing.T, dir string) []string {
 }
 
 func TestDestroyCleansUp(t *testing.T) {
-	e := newEnv5(t, true, onDocker)
+	e := newThreadEnv(t, true, onDocker)
 	th := e.thread("destroy")
 	e.turn(th, 1, "make a file",
 		fakeopenai.ToolCallStep("c1", "shell", shell("echo doomed > d.txt")),
@@ -187,7 +187,7 @@ func TestDestroyCleansUp(t *testing.T) {
 // sweepBackend is a docker backend labelled as the worker of the given
 // deployment labels its own (see workerapp.LabelDeployment), for calling
 // workerapp.SweepOrphans the way that worker's sweeper does.
-func (e *env5) sweepBackend(namespace, taskQueue string) sandbox.Backend {
+func (e *threadEnv) sweepBackend(namespace, taskQueue string) sandbox.Backend {
 	e.t.Helper()
 	b, err := docker.New(e.docker, docker.Options{Image: e.image,
 		Labels: map[string]string{workerapp.LabelDeployment: namespace + "." + taskQueue}})
@@ -198,7 +198,7 @@ func (e *env5) sweepBackend(namespace, taskQueue string) sandbox.Backend {
 }
 
 func TestOrphanSweeper(t *testing.T) {
-	e := newEnv5(t, true, onDocker)
+	e := newThreadEnv(t, true, onDocker)
 	orphan, live := e.thread("orphan"), e.thread("live")
 	e.turn(orphan, 1, "make a sandbox",
 		fakeopenai.ToolCallStep("o1", "shell", shell("echo o > o.txt")),
@@ -234,7 +234,7 @@ func TestOrphanSweeper(t *testing.T) {
 // Docker host. A sweep by one must not remove the other's live sandboxes:
 // to the sweeping deployment the other's sessions are simply unknown.
 func TestSweeperSparesAnotherDeploymentsContainers(t *testing.T) {
-	e := newEnv5(t, true, onDocker)
+	e := newThreadEnv(t, true, onDocker)
 	th := e.thread("other-deployment")
 	e.turn(th, 1, "make a sandbox",
 		fakeopenai.ToolCallStep("c1", "shell", shell("echo mine > mine.txt")),

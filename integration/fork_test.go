@@ -19,7 +19,7 @@ import (
 
 // fork runs /fork in src and returns the new thread once its first
 // message has been posted there.
-func (e *env5) fork(src chat.Thread, command string, atTurn int, backend string) chat.Thread {
+func (e *threadEnv) fork(src chat.Thread, command string, atTurn int, backend string) chat.Thread {
 	e.t.Helper()
 	r := e.command(src, command)
 	if !strings.Contains(r, "Forked at turn "+strconv.Itoa(atTurn)+" into") || !strings.Contains(r, "backend **"+backend+"**") {
@@ -34,7 +34,7 @@ func (e *env5) fork(src chat.Thread, command string, atTurn int, backend string)
 }
 
 func TestForkIsolation(t *testing.T) {
-	e := newEnv5(t, false, noApprovals)
+	e := newThreadEnv(t, false, noApprovals)
 	src := e.thread("source")
 	e.turn(src, 1, "make the base file",
 		fakeopenai.ToolCallStep("c1", "shell", shell("echo base > shared.txt")),
@@ -106,7 +106,7 @@ func TestForkIsolation(t *testing.T) {
 }
 
 func TestForkOntoDocker(t *testing.T) {
-	e := newEnv5(t, true, noApprovals)
+	e := newThreadEnv(t, true, noApprovals)
 	src := e.thread("source")
 	e.turn(src, 1, "make files",
 		fakeopenai.ToolCallStep("c1", "shell", shell("echo parent-file > shared.txt", "mkdir -p sub && echo nested > sub/n.txt")),
@@ -146,7 +146,7 @@ func TestForkOntoDocker(t *testing.T) {
 // running turn's commands that already changed the workspace, and its
 // messages, are not in the fork.
 func TestForkDuringATurnUsesTheLastCompletedTurn(t *testing.T) {
-	e := newEnv5(t, false, func(c *config.Config) { c.Session.ApprovalMode = "unless-readonly" })
+	e := newThreadEnv(t, false, func(c *config.Config) { c.Session.ApprovalMode = "unless-readonly" })
 	src := e.thread("source")
 	e.turn(src, 1, "write v1",
 		fakeopenai.ToolCallStep("c1", "shell", shell("echo v1 > f.txt")),
@@ -197,7 +197,7 @@ func TestForkDuringATurnUsesTheLastCompletedTurn(t *testing.T) {
 //	go test ./integration -run '^$' -bench ForkLatency -benchtime=1x
 func BenchmarkForkLatency(b *testing.B) {
 	const forks = 10
-	e := newEnv5(b, false, noApprovals)
+	e := newThreadEnv(b, false, noApprovals)
 	src := e.thread("source")
 	e.turn(src, 1, "make a workspace",
 		fakeopenai.ToolCallStep("c1", "shell", shell("mkdir -p src && for i in 1 2 3 4 5 6 7 8 9 10; do echo line $i > src/f$i.txt; done")),

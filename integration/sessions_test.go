@@ -21,7 +21,7 @@ var bobUser = chat.User{ID: "U-bob", Name: "bob"}
 
 // waitListed waits until the visibility query lists exactly want (workflow
 // IDs, in any order): visibility is eventually consistent.
-func (e *env5) waitListed(query string, want ...string) {
+func (e *threadEnv) waitListed(query string, want ...string) {
 	e.t.Helper()
 	slices.Sort(want)
 	deadline := time.Now().Add(waitTimeout)
@@ -45,7 +45,7 @@ func (e *env5) waitListed(query string, want ...string) {
 }
 
 func TestSessionsList(t *testing.T) {
-	e := newEnv5(t, false, noApprovals)
+	e := newThreadEnv(t, false, noApprovals)
 	a1, a2 := e.thread("alice-1"), e.thread("alice-2")
 	elsewhere := chat.Thread{Platform: "console", Channel: e.channel + "-elsewhere", Thread: "bob-1"}
 	e.turn(a1, 1, "first task", fakeopenai.FinalStep("one"))

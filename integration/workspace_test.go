@@ -21,14 +21,14 @@ import (
 func noApprovals(c *config.Config) { c.Session.ApprovalMode = "never" }
 
 // onLocal checks that pwd printed a directory under the stack's local root.
-func (e *env5) onLocal(pwd string) bool {
+func (e *threadEnv) onLocal(pwd string) bool {
 	rel, err := filepath.Rel(e.cfg.Sandbox.LocalRoot, strings.TrimSpace(pwd))
 	return err == nil && !strings.HasPrefix(rel, "..")
 }
 
 // waitBackend waits until the session runs on backend with no switch
 // pending, and checks the switch notice.
-func (e *env5) waitBackend(th chat.Thread, from, to string) session.TurnState {
+func (e *threadEnv) waitBackend(th chat.Thread, from, to string) session.TurnState {
 	e.t.Helper()
 	st := e.waitState(th, "the switch to "+to, func(ts session.TurnState) bool {
 		return ts.Backend == to && ts.PendingBackend == ""
@@ -43,7 +43,7 @@ func (e *env5) waitBackend(th chat.Thread, from, to string) session.TurnState {
 }
 
 func TestBackendSwitchCarriesWorkspace(t *testing.T) {
-	e := newEnv5(t, true, noApprovals)
+	e := newThreadEnv(t, true, noApprovals)
 	th := e.thread("carry")
 
 	ts := e.turn(th, 1, "make a file",
@@ -107,7 +107,7 @@ func TestBackendSwitchCarriesWorkspace(t *testing.T) {
 }
 
 func TestBackendSwitchMidTurnIsDeferred(t *testing.T) {
-	e := newEnv5(t, true, func(c *config.Config) { c.Session.ApprovalMode = "unless-readonly" })
+	e := newThreadEnv(t, true, func(c *config.Config) { c.Session.ApprovalMode = "unless-readonly" })
 	th := e.thread("midturn")
 	e.model.Push(
 		fakeopenai.ToolCallStep("c1", "shell", shell("echo during > mid.txt", "pwd", "id -u")),
@@ -151,7 +151,7 @@ func TestBackendSwitchMidTurnIsDeferred(t *testing.T) {
 
 func TestUnavailableDockerBackend(t *testing.T) {
 	const missing = "sandbot-test/missing:0"
-	e := newEnv5(t, true, noApprovals, func(c *config.Config) { c.Docker.Image = missing })
+	e := newThreadEnv(t, true, noApprovals, func(c *config.Config) { c.Docker.Image = missing })
 	th := e.thread("unavailable")
 	e.turn(th, 1, "keep this",
 		fakeopenai.ToolCallStep("c1", "shell", shell("echo kept > kept.txt")),
@@ -200,7 +200,7 @@ func TestUnavailableDockerBackend(t *testing.T) {
 // supersedes is deleted at the next turn boundary, so a long session does
 // not pile up one archive per turn.
 func TestSupersededSnapshotsAreDeleted(t *testing.T) {
-	e := newEnv5(t, false, noApprovals)
+	e := newThreadEnv(t, false, noApprovals)
 	th := e.thread("superseded")
 	e.turn(th, 1, "first version",
 		fakeopenai.ToolCallStep("c1", "shell", shell("echo one > v.txt")),

@@ -22,10 +22,11 @@ import (
 	"github.com/sandbot/sandbot/session"
 )
 
-// This file holds the harness of the workspace tests (issue 5): a poster
-// that can open threads (so /fork works through the chat core) and keeps
-// track of which thread each text went to, the Docker set-up, and small
-// helpers to run a turn and read one command's output.
+// This file holds threadEnv, the harness of the workspace, fork, session
+// list and Docker tests: a poster that can open threads (so /fork works
+// through the chat core) and keeps track of which thread each text went
+// to, the Docker set-up, and small helpers to run a turn and read one
+// command's output.
 
 // threadPoster is a recPoster that also implements chat.ThreadStarter and
 // remembers the thread and time of every text it posted.
@@ -112,10 +113,10 @@ func (p *threadPoster) waitText(t testing.TB, th chat.Thread, parts ...string) s
 	return got
 }
 
-// env5 is a stack driven through threadPoster, with its threads in a
+// threadEnv is a stack driven through threadPoster, with its threads in a
 // channel of its own (so session lists and container clean-up never see
 // another test's sessions), and optionally the Docker backend.
-type env5 struct {
+type threadEnv struct {
 	*stack
 	p       *threadPoster
 	channel string
@@ -124,11 +125,11 @@ type env5 struct {
 	image  string
 }
 
-// newEnv5 starts a stack. withDocker adds the docker backend with the local
+// newThreadEnv starts a stack. withDocker adds the docker backend with the local
 // test image (skipping, or failing under CI, when no daemon answers).
-func newEnv5(t testing.TB, withDocker bool, opts ...stackOption) *env5 {
+func newThreadEnv(t testing.TB, withDocker bool, opts ...stackOption) *threadEnv {
 	t.Helper()
-	e := &env5{p: newThreadPoster(), channel: "w5-" + nonWord.ReplaceAllString(t.Name(), "-")}
+	e := &threadEnv{p: newThreadPoster(), channel: "te-" + nonWord.ReplaceAllString(t.Name(), "-")}
 	if withDocker {
 		e.docker, e.image = requireDocker(t)
 		// Registered before the stack, so it runs after the worker has
@@ -144,12 +145,12 @@ func newEnv5(t testing.TB, withDocker bool, opts ...stackOption) *env5 {
 	return e
 }
 
-func (e *env5) thread(name string) chat.Thread {
+func (e *threadEnv) thread(name string) chat.Thread {
 	return chat.Thread{Platform: "console", Channel: e.channel, Thread: name}
 }
 
 // send hands a message (or command) from u to the core through e.p.
-func (e *env5) send(th chat.Thread, u chat.User, eventID, text string) {
+func (e *threadEnv) send(th chat.Thread, u chat.User, eventID, text string) {
 	e.t.Helper()
 	if err := e.core.HandleMessage(e.ctx, e.p, chat.Message{EventID: eventID, Thread: th, User: u, Text: text}); err != nil {
 		e.t.Fatalf("HandleMessage(%q): %v", text, err)
@@ -158,7 +159,7 @@ func (e *env5) send(th chat.Thread, u chat.User, eventID, text string) {
 
 // command sends a command as alice and returns the reply the core posted
 // in the thread (commands are answered before HandleMessage returns).
-func (e *env5) command(th chat.Thread, text string) string {
+func (e *threadEnv) command(th chat.Thread, text string) string {
 	e.t.Helper()
 	before := len(e.p.textsIn(th))
 	e.send(th, alice, "cmd-"+text, text)
@@ -171,7 +172,7 @@ func (e *env5) command(th chat.Thread, text string) string {
 
 // turn queues the model's steps, sends text as alice and waits for turn n
 // of th to end, approving any call it asks about.
-func (e *env5) turn(th chat.Thread, n int, text string, steps ...fakeopenai.Step) session.TurnState {
+func (e *threadEnv) turn(th chat.Thread, n int, text string, steps ...fakeopenai.Step) session.TurnState {
 	e.t.Helper()
 	e.model.Push(steps...)
 	e.send(th, alice, fmt.Sprintf("ev-%s-%d", th.Thread, n), text)
@@ -241,7 +242,7 @@ func requireDocker(t testing.TB) (*client.Client, string) {
 }
 
 // containersOf lists the containers (any state) labelled as the session's.
-func (e *env5) containersOf(th chat.Thread) []container.Summary {
+func (e *threadEnv) containersOf(th chat.Thread) []container.Summary {
 	e.t.Helper()
 	res, err := e.docker.ContainerList(e.ctx, client.ContainerListOptions{
 		All:     true,
@@ -254,7 +255,7 @@ func (e *env5) containersOf(th chat.Thread) []container.Summary {
 }
 
 // containerOf returns the session's one container.
-func (e *env5) containerOf(th chat.Thread) container.Summary {
+func (e *threadEnv) containerOf(th chat.Thread) container.Summary {
 	e.t.Helper()
 	cs := e.containersOf(th)
 	if len(cs) != 1 {
@@ -263,7 +264,7 @@ func (e *env5) containerOf(th chat.Thread) container.Summary {
 	return cs[0]
 }
 
-func (e *env5) inspect(id string) *container.State {
+func (e *threadEnv) inspect(id string) *container.State {
 	e.t.Helper()
 	res, err := e.docker.ContainerInspect(e.ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
@@ -276,7 +277,7 @@ func (e *env5) inspect(id string) *container.State {
 }
 
 // waitContainer polls the container's state until cond holds.
-func (e *env5) waitContainer(id, what string, cond func(*container.State) bool) *container.State {
+func (e *threadEnv) waitContainer(id, what string, cond func(*container.State) bool) *container.State {
 	e.t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	var last *container.State
@@ -292,7 +293,7 @@ func (e *env5) waitContainer(id, what string, cond func(*container.State) bool) 
 }
 
 // removeContainers removes every container of this test's sessions.
-func (e *env5) removeContainers(t testing.TB) {
+func (e *threadEnv) removeContainers(t testing.TB) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, err := e.docker.ContainerList(ctx, client.ContainerListOptions{
@@ -316,7 +317,7 @@ func (e *env5) removeContainers(t testing.TB) {
 // fileInContainer reads a regular file out of the container through the
 // Engine API (not through the session), so a test sees what is really on
 // the container's disk.
-func (e *env5) fileInContainer(id, path string) string {
+func (e *threadEnv) fileInContainer(id, path string) string {
 	e.t.Helper()
 	res, err := e.docker.CopyFromContainer(e.ctx, id, client.CopyFromContainerOptions{SourcePath: path})
 	if err != nil {
@@ -350,7 +351,7 @@ func toolResultFor(m *fakeopenai.Server, callID string) string {
 }
 
 // snapshotExists asks the stack's snapshot store whether key exists.
-func (e *env5) snapshotExists(key string) bool {
+func (e *threadEnv) snapshotExists(key string) bool {
 	e.t.Helper()
 	st, err := blobstore.Open(e.ctx, e.cfg.Sandbox.SnapshotURL)
 	if err != nil {
