@@ -84,15 +84,16 @@ func New(ctx context.Context, c client.Client, cfg *config.Config, opts Options,
 		// the adapter at the edge.
 		budgets[slack.Platform] = a.Budget()
 	}
-	var dc discord.Config
 	if cfg.DiscordEnabled() {
-		dc = discordConfig(cfg, c)
+		dc := discordConfig(cfg, c)
 		if opts.Discord != nil {
 			opts.Discord(&dc)
 		}
-		if err := dc.Validate(); err != nil {
-			return nil, fmt.Errorf("bot: %w", err)
+		a, err := discord.New(dc, log.With("platform", discord.Platform))
+		if err != nil {
+			return nil, fmt.Errorf("bot: discord: %w", err)
 		}
+		b.Discord = a
 		budgets[discord.Platform] = dc.Budget()
 		auth[discord.Platform] = dc.Authorize
 	}
@@ -123,15 +124,6 @@ func New(ctx context.Context, c client.Client, cfg *config.Config, opts Options,
 			return nil
 		},
 	}, sessions, log)
-
-	if cfg.DiscordEnabled() {
-		a, err := discord.New(dc, log.With("platform", discord.Platform))
-		if err != nil {
-			b.Core.Close()
-			return nil, fmt.Errorf("bot: discord: %w", err)
-		}
-		b.Discord = a
-	}
 	return b, nil
 }
 
