@@ -180,6 +180,8 @@ func BenchmarkIdleSessionsMemory(b *testing.B) {
 		"SANDBOT_MODEL_NAME="+s.cfg.Model.Name,
 		"SANDBOT_SANDBOX_LOCAL_ROOT="+s.cfg.Sandbox.LocalRoot,
 		"SANDBOT_SANDBOX_SNAPSHOT_URL="+s.cfg.Sandbox.SnapshotURL,
+		// Sessions take the policy from the worker.
+		"SANDBOT_SESSION_APPROVAL_MODE="+s.cfg.Session.ApprovalMode,
 		"SANDBOT_LOG_LEVEL=error",
 	)
 	if err := proc.Start(); err != nil {

@@ -127,6 +127,9 @@ func TestWorkerKilledMidCommand(t *testing.T) {
 		"SANDBOT_SANDBOX_SNAPSHOT_URL="+s.cfg.Sandbox.SnapshotURL,
 		"SANDBOT_SANDBOX_HOST_ID="+s.cfg.Sandbox.HostID,
 		"SANDBOT_SESSION_EXEC_HEARTBEAT=2s",
+		// Sessions take the policy from the worker, so the worker process
+		// gets the stack's approval mode.
+		"SANDBOT_SESSION_APPROVAL_MODE="+s.cfg.Session.ApprovalMode,
 		"SANDBOT_LOG_LEVEL=warn",
 	)
 	out, err := os.CreateTemp(t.TempDir(), "worker-log")
