@@ -153,8 +153,6 @@ func resolveDigest(ts session.TurnState, d string) (string, bool) {
 	return "", false
 }
 
-const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
 // compactPart writes a canonical decimal (no sign, no leading zero) in
 // base 62 after '#', and escapes anything else.
 func compactPart(s string) string {

@@ -187,17 +187,4 @@ func waitIdle(t testing.TB, c *chat.Core, th chat.Thread) {
 	}
 }
 
-// waitFor polls cond until it holds or a generous deadline passes. It is
-// for conditions reached by other goroutines, not for timing.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 var errBoom = errors.New("boom")
