@@ -1,13 +1,9 @@
 package agent
 
-import "strings"
+import (
+	"strings"
 
-// Approval modes understood by NeedsApproval. They match
-// session.ApprovalMode's values.
-const (
-	ApprovalNever          = "never"
-	ApprovalAlways         = "always"
-	ApprovalUnlessReadOnly = "unless-readonly"
+	"github.com/sandbot/sandbot/session"
 )
 
 // NeedsApproval reports whether a shell call must wait for a human. It is
@@ -20,11 +16,11 @@ const (
 //
 // An unknown mode is treated as "always": a misconfiguration must fail
 // closed.
-func NeedsApproval(mode string, commands []string) bool {
-	switch strings.ToLower(strings.TrimSpace(mode)) {
-	case ApprovalNever:
+func NeedsApproval(mode session.ApprovalMode, commands []string) bool {
+	switch session.ApprovalMode(strings.ToLower(strings.TrimSpace(string(mode)))) {
+	case session.ApproveNever:
 		return false
-	case ApprovalUnlessReadOnly, "":
+	case session.ApproveUnlessReadOnly, "":
 		if len(commands) == 0 {
 			return true
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/sandbot/sandbot/agent"
+	"github.com/sandbot/sandbot/session"
 )
 
 func TestIsReadOnly(t *testing.T) {
@@ -78,7 +79,7 @@ func TestNeedsApproval(t *testing.T) {
 		{"sometimes", ro, true}, // unknown modes fail closed
 		{"readonly", ro, true},
 	} {
-		if got := agent.NeedsApproval(tc.mode, tc.cmds); got != tc.want {
+		if got := agent.NeedsApproval(session.ApprovalMode(tc.mode), tc.cmds); got != tc.want {
 			t.Errorf("NeedsApproval(%q, %q) = %v, want %v", tc.mode, tc.cmds, got, tc.want)
 		}
 	}

@@ -31,7 +31,7 @@ var KnownBackends = []string{"local", "docker", "daytona", "e2b"}
 // this value), so a longer SANDBOT_SESSION_MAX_COMMAND_TIMEOUT would be
 // cut short silently. The session contract's default maximum is the
 // ceiling itself; config defines no second number.
-const MaxCommandTimeoutCeiling = session.DefaultMaxCommandTimeout
+const MaxCommandTimeoutCeiling = session.CommandTimeoutCeiling
 
 // DefaultIdleSuspend is how long a sandbox may idle before it is suspended
 // (SANDBOT_SESSION_IDLE_SUSPEND). The session contract's zero means never,

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sandbot/sandbot/session"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
@@ -335,7 +336,7 @@ func heartbeatWhileRunning(ctx context.Context, details func() any) (stop func()
 	}
 	interval := activity.GetInfo(ctx).HeartbeatTimeout / 3
 	if interval <= 0 {
-		interval = DefaultHeartbeatTimeout / 3
+		interval = session.DefaultExecHeartbeat / 3
 	}
 	// Beat at least every second: a cancellation (/stop) reaches a running
 	// activity only in a heartbeat's response, so this bounds how long a

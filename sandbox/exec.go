@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbot/sandbot/session"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -16,16 +17,9 @@ import (
 // the workflow uses them to schedule the activity and the activity uses
 // them to run it; both sides always agree.
 const (
-	// DefaultCommandTimeout applies when a request has no timeout.
-	DefaultCommandTimeout = 2 * time.Minute
-	// MaxCommandTimeout caps what a request (ultimately the model) may ask.
-	MaxCommandTimeout = 30 * time.Minute
 	// ExecTimeoutMargin is added to the commands' total time for the
 	// activity's StartToClose: process start-up, output drain, heartbeats.
 	ExecTimeoutMargin = time.Minute
-	// DefaultHeartbeatTimeout is the heartbeat timeout the workflow should
-	// give sandbox activities. They heartbeat every third of it.
-	DefaultHeartbeatTimeout = 30 * time.Second
 	// MaxCommands bounds the commands of one call.
 	MaxCommands = 64
 	// ExecOutputBudget bounds the output of a whole ExecResult (it is
@@ -37,13 +31,14 @@ const (
 )
 
 // CommandTimeout is the per-command timeout Exec applies for a requested
-// one: the default for zero or less, at most MaxCommandTimeout.
+// one: the session default for zero or less, at most the session
+// contract's ceiling.
 func CommandTimeout(requested time.Duration) time.Duration {
 	switch {
 	case requested <= 0:
-		return DefaultCommandTimeout
-	case requested > MaxCommandTimeout:
-		return MaxCommandTimeout
+		return session.DefaultCommandTimeout
+	case requested > session.CommandTimeoutCeiling:
+		return session.CommandTimeoutCeiling
 	}
 	return requested
 }
@@ -150,7 +145,7 @@ func RecoverExec(req ExecRequest, err error) (ExecResult, bool) {
 // Exec runs the call's commands in order in the workspace root, at most
 // once each. The workflow schedules it with MaximumAttempts 1,
 // StartToClose ExecActivityTimeout(req) and a heartbeat timeout (see
-// DefaultHeartbeatTimeout). Should it run again anyway (a retry policy,
+// session.DefaultExecHeartbeat). Should it run again anyway (a retry policy,
 // a redelivered task), it runs nothing and reports from the recorded
 // progress (see ExecProgress.Outcome).
 //

@@ -19,6 +19,7 @@ import (
 	"github.com/sandbot/sandbot/sandbox"
 	"github.com/sandbot/sandbot/sandbox/local"
 	"github.com/sandbot/sandbot/sandbox/sandboxtest"
+	"github.com/sandbot/sandbot/session"
 )
 
 func TestExecRunsCommandsInOrderAndHeartbeats(t *testing.T) {
@@ -165,10 +166,10 @@ func TestTimeoutHelpers(t *testing.T) {
 	for _, tc := range []struct {
 		in, want time.Duration
 	}{
-		{0, sandbox.DefaultCommandTimeout},
-		{-time.Second, sandbox.DefaultCommandTimeout},
+		{0, session.DefaultCommandTimeout},
+		{-time.Second, session.DefaultCommandTimeout},
 		{5 * time.Second, 5 * time.Second},
-		{48 * time.Hour, sandbox.MaxCommandTimeout},
+		{48 * time.Hour, session.CommandTimeoutCeiling},
 	} {
 		if got := sandbox.CommandTimeout(tc.in); got != tc.want {
 			t.Errorf("CommandTimeout(%v) = %v, want %v", tc.in, got, tc.want)
@@ -179,7 +180,7 @@ func TestTimeoutHelpers(t *testing.T) {
 		t.Errorf("ExecActivityTimeout = %v, want %v", got, want)
 	}
 	req.Timeout = 24 * time.Hour
-	if got := sandbox.ExecActivityTimeout(req); got <= 3*sandbox.MaxCommandTimeout {
+	if got := sandbox.ExecActivityTimeout(req); got <= 3*session.CommandTimeoutCeiling {
 		t.Errorf("ExecActivityTimeout %v does not exceed the commands' total clamped time", got)
 	}
 	for _, tc := range []struct {

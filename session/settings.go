@@ -63,12 +63,16 @@ type Settings struct {
 	Indexed bool `json:"indexed,omitempty"`
 }
 
+// CommandTimeoutCeiling is the longest any one command may run: the sandbox
+// clamps every timeout to it and configuration refuses a larger maximum.
+const CommandTimeoutCeiling = 30 * time.Minute
+
 // Defaults for zero Policy fields.
 const (
 	DefaultApprovalTimeout      = 30 * time.Minute
 	DefaultMaxToolCalls         = 50
 	DefaultCommandTimeout       = 2 * time.Minute
-	DefaultMaxCommandTimeout    = 30 * time.Minute
+	DefaultMaxCommandTimeout    = CommandTimeoutCeiling
 	DefaultHistoryLimitBytes    = 20 << 20
 	DefaultTranscriptLimitBytes = 1 << 20
 	DefaultContextBytes         = 256 << 10

@@ -455,7 +455,7 @@ func oneLine(s string) string {
 // schedules. Histories from before that change compute it inline, as they
 // did when they were recorded.
 func (s *sessionRun) needsApproval(ctx workflow.Context, commands []string) bool {
-	mode := string(s.st.Settings.ApprovalMode)
+	mode := s.st.Settings.ApprovalMode
 	if workflow.GetVersion(ctx, changeFrozenApproval, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return agent.NeedsApproval(mode, commands)
 	}

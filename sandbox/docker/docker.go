@@ -43,6 +43,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/session"
 )
 
 // Name is the backend's registry name.
@@ -57,7 +58,6 @@ const (
 	DefaultCPUs      = 1.0
 	DefaultMemory    = 1 << 30
 	DefaultPidsLimit = 512
-	DefaultTimeout   = 2 * time.Minute
 )
 
 // Labels every container of this backend carries.
@@ -194,7 +194,7 @@ func New(cli Client, opts Options) (*Backend, error) {
 		return nil, errors.New("docker: new: DefaultTimeout and DefaultOutputCap must not be negative (zero means the default)")
 	}
 	if opts.DefaultTimeout == 0 {
-		opts.DefaultTimeout = DefaultTimeout
+		opts.DefaultTimeout = session.DefaultCommandTimeout
 	}
 	if opts.DefaultOutputCap == 0 {
 		opts.DefaultOutputCap = sandbox.DefaultOutputCap

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/session"
 )
 
 // Name is the backend's registry name.
@@ -46,8 +47,7 @@ const Name = "local"
 
 // Defaults for zero Options fields.
 const (
-	DefaultTimeout = 2 * time.Minute
-	DefaultPath    = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	// DefaultOutputGrace is how long Exec keeps reading output after the
 	// command's process group was killed, for escaped processes that still
 	// hold the output pipes.
@@ -117,7 +117,7 @@ func New(opts Options) (*Backend, error) {
 		return nil, errors.New("local: new: DefaultTimeout, DefaultOutputCap and OutputGrace must not be negative (zero means the default)")
 	}
 	if opts.DefaultTimeout == 0 {
-		opts.DefaultTimeout = DefaultTimeout
+		opts.DefaultTimeout = session.DefaultCommandTimeout
 	}
 	if opts.DefaultOutputCap == 0 {
 		opts.DefaultOutputCap = sandbox.DefaultOutputCap
