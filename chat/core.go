@@ -87,10 +87,13 @@ func (cfg CoreConfig) withDefaults() CoreConfig {
 // (an HTTP handler's context ends when it returns), until their turn ends
 // or Close is called.
 type Core struct {
-	cfg      CoreConfig
-	s        Sessions
-	log      *slog.Logger
-	commands []command // commandTable; a field so /help can list it
+	cfg CoreConfig
+	s   Sessions
+	log *slog.Logger
+	// commands is commandTable. /help lists it through this field: read
+	// from the handler directly, the table would refer to itself (an
+	// initialization cycle).
+	commands []command
 	watchers *watchers
 }
 
