@@ -25,7 +25,7 @@ require (
 	go.temporal.io/server v1.32.1
 	gocloud.dev v0.47.0
 	golang.org/x/sys v0.48.0
-	golang.org/x/time v0.16.0
+	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/grpc v1.83.2
 	google.golang.org/protobuf v1.36.12
 )

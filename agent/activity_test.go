@@ -16,16 +16,16 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandbot/sandbot/agent"
-	"github.com/sandbot/sandbot/internal/fake/openai"
+	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	"github.com/sandbot/sandbot/session"
 )
 
 const testKey = "sk-proj-SeCrEtKeY0123456789abcdef"
 
 // newAgent starts a fake demanding testKey and returns activities pointed at it.
-func newAgent(t testing.TB, mutate func(*agent.Config), opts ...openai.Option) (*agent.Activities, *openai.Server) {
+func newAgent(t testing.TB, mutate func(*agent.Config), opts ...fakeopenai.Option) (*agent.Activities, *fakeopenai.Server) {
 	t.Helper()
-	f := openai.New(append([]openai.Option{openai.WithAPIKey(testKey)}, opts...)...)
+	f := fakeopenai.New(append([]fakeopenai.Option{fakeopenai.WithAPIKey(testKey)}, opts...)...)
 	t.Cleanup(f.Close)
 	cfg := agent.Config{BaseURL: f.URL(), APIKey: testKey, Model: "gpt-test"}
 	if mutate != nil {
@@ -51,7 +51,7 @@ func TestCompleteToolCallRoundTrip(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "stream"}[stream], func(t *testing.T) {
 			a, f := newAgent(t, func(c *agent.Config) { c.Stream = stream })
-			f.Push(openai.ToolCallStep("call_1", "shell", `{"commands":["ls -la"]}`).WithFragment(3), openai.FinalStep("The workspace has one file."))
+			f.Push(fakeopenai.ToolCallStep("call_1", "shell", `{"commands":["ls -la"]}`).WithFragment(3), fakeopenai.FinalStep("The workspace has one file."))
 
 			transcript := []session.Message{userMsg("what is in here?")}
 			resp, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: transcript})
@@ -102,7 +102,7 @@ func TestCompleteToolCallRoundTrip(t *testing.T) {
 
 func TestCompleteSendsKeyToolsAndPrompt(t *testing.T) {
 	a, f := newAgent(t, func(c *agent.Config) { c.SystemPrompt = "custom prompt" })
-	f.Push(openai.FinalStep("ok"))
+	f.Push(fakeopenai.FinalStep("ok"))
 	if _, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: []session.Message{userMsg("hi")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestCompleteSendsKeyToolsAndPrompt(t *testing.T) {
 func TestCompleteDisableToolsOmitsTools(t *testing.T) {
 	a, f := newAgent(t, nil)
 	// A server that calls a tool anyway: the activity drops the calls.
-	f.Push(openai.Step{Content: "Summary so far.", ToolCalls: []openai.ToolCall{{ID: "x", Name: "shell", Arguments: `{}`}}})
+	f.Push(fakeopenai.Step{Content: "Summary so far.", ToolCalls: []fakeopenai.ToolCall{{ID: "x", Name: "shell", Arguments: `{}`}}})
 	resp, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: []session.Message{userMsg("hi")}, DisableTools: true})
 	if err != nil {
 		t.Fatal(err)
@@ -158,9 +158,9 @@ func TestCompleteDisableToolsOmitsTools(t *testing.T) {
 func TestCompleteStreamingReassemblesFragments(t *testing.T) {
 	a, f := newAgent(t, func(c *agent.Config) { c.Stream = true })
 	long := `{"commands":["grep -rn 'TODO' --include='*.go' .","echo ünïcödé ✓"],"timeout_ms":30000}`
-	f.Push(openai.Step{
+	f.Push(fakeopenai.Step{
 		Content: "Let me look. ",
-		ToolCalls: []openai.ToolCall{
+		ToolCalls: []fakeopenai.ToolCall{
 			{ID: "call_a", Name: "shell", Arguments: long},
 			{ID: "call_b", Name: "shell", Arguments: `{"commands":["pwd"]}`},
 		},
@@ -185,7 +185,7 @@ func TestCompleteStreamingReassemblesFragments(t *testing.T) {
 
 func TestCompleteMissingToolCallIDGetsOne(t *testing.T) {
 	a, f := newAgent(t, nil)
-	f.Push(openai.ToolCallStep("", "shell", `{"commands":["ls"]}`))
+	f.Push(fakeopenai.ToolCallStep("", "shell", `{"commands":["ls"]}`))
 	resp, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: []session.Message{userMsg("hi")}})
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestCompleteMissingToolCallIDGetsOne(t *testing.T) {
 
 func TestCompleteSanitisesTranscript(t *testing.T) {
 	a, f := newAgent(t, nil)
-	f.Push(openai.FinalStep("ok"))
+	f.Push(fakeopenai.FinalStep("ok"))
 	msgs := []session.Message{
 		{Role: session.RoleUser, Content: "bad bytes \xff\xfe here", Name: "alice smith", User: "U123"},
 		{Role: session.RoleAssistant, Content: ""},
@@ -236,7 +236,7 @@ func TestCompleteRejectsEmptyTranscript(t *testing.T) {
 // heartbeats.
 func TestCompleteAsRegisteredActivity(t *testing.T) {
 	a, f := newAgent(t, func(c *agent.Config) { c.Stream = true })
-	f.Push(openai.ToolCallStep("call_env", "shell", `{"commands":["go test ./..."]}`))
+	f.Push(fakeopenai.ToolCallStep("call_env", "shell", `{"commands":["go test ./..."]}`))
 
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
@@ -277,7 +277,7 @@ func TestCompleteHeartbeatsWhileWaiting(t *testing.T) {
 	a, f := newAgent(t, func(c *agent.Config) { c.RequestTimeout = 20 * time.Second })
 	hold := make(chan struct{})
 	var once sync.Once
-	f.Push(openai.Step{Content: "slow answer", Hold: hold})
+	f.Push(fakeopenai.Step{Content: "slow answer", Hold: hold})
 
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
@@ -326,7 +326,7 @@ func TestNewActivitiesValidation(t *testing.T) {
 		want []string
 	}{
 		{"empty", agent.Config{}, []string{"Model is required", "BaseURL is required"}},
-		{"no model", agent.Config{BaseURL: "https://api.openai.com/v1"}, []string{"Model is required"}},
+		{"no model", agent.Config{BaseURL: "https://api.fakeopenai.com/v1"}, []string{"Model is required"}},
 		{"bad scheme", agent.Config{BaseURL: "ftp://x/v1", Model: "m"}, []string{"not an http(s) URL"}},
 		{"no host", agent.Config{BaseURL: "localhost:11434", Model: "m"}, []string{"not an http(s) URL"}},
 		{"negative timeout", agent.Config{BaseURL: "http://h/v1", Model: "m", RequestTimeout: -time.Second}, []string{"RequestTimeout"}},
@@ -359,15 +359,15 @@ func BenchmarkComplete(b *testing.B) {
 	for _, stream := range []bool{false, true} {
 		b.Run(map[bool]string{false: "plain", true: "stream"}[stream], func(b *testing.B) {
 			a, f := newAgent(b, func(c *agent.Config) { c.Stream = stream })
-			f.SetResponder(func(r openai.RecordedRequest) openai.Step {
+			f.SetResponder(func(r fakeopenai.RecordedRequest) fakeopenai.Step {
 				calls := 0
 				for _, m := range r.Body.Messages {
 					calls += len(m.ToolCalls)
 				}
 				if calls >= n {
-					return openai.FinalStep("done")
+					return fakeopenai.FinalStep("done")
 				}
-				return openai.ToolCallStep("call_x", "shell", `{"commands":["ls"]}`)
+				return fakeopenai.ToolCallStep("call_x", "shell", `{"commands":["ls"]}`)
 			})
 			ctx := context.Background()
 			b.ResetTimer()

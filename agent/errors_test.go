@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sandbot/sandbot/agent"
-	"github.com/sandbot/sandbot/internal/fake/openai"
+	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -45,7 +45,7 @@ func complete(t *testing.T, a *agent.Activities) error {
 func TestClassify401WrongKey(t *testing.T) {
 	// The fake answers a wrong key like the real service: 401 with the key
 	// echoed in masked form.
-	f := openai.New(openai.WithAPIKey("sk-the-right-one"))
+	f := fakeopenai.New(fakeopenai.WithAPIKey("sk-the-right-one"))
 	defer f.Close()
 	a, err := agent.NewActivities(agent.Config{BaseURL: f.URL(), APIKey: testKey, Model: "gpt-test"})
 	if err != nil {
@@ -68,32 +68,32 @@ func TestClassify401WrongKey(t *testing.T) {
 func TestClassifyStatuses(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		step      openai.Step
+		step      fakeopenai.Step
 		typ       string
 		retryable bool
 		contains  string
 		delay     time.Duration
 	}{
-		{"403", openai.ErrorStep(403, "Country, region, or territory not supported").WithCode("unsupported_country_region_territory"), agent.ErrTypeModelAuth, false, "refused access (403)", 0},
-		{"404 model", openai.ErrorStep(404, "The model `gpt-test` does not exist"), agent.ErrTypeModelNotFound, false, `model "gpt-test" not found at http://127.0.0.1`, 0},
-		{"404 html", openai.Step{Status: 404, RawBody: "<html>nope</html>"}, agent.ErrTypeModelNotFound, false, "(404)", 0},
-		{"400", openai.ErrorStep(400, "Invalid value for 'tool_choice'"), agent.ErrTypeModelBadRequest, false, "rejected the request (400): Invalid value", 0},
-		{"422", openai.ErrorStep(422, "unprocessable"), agent.ErrTypeModelBadRequest, false, "(422)", 0},
-		{"context length", openai.ErrorStep(400, "This model's maximum context length is 128000 tokens").WithCode("context_length_exceeded"), agent.ErrTypeModelContextTooLong, false, "too long", 0},
-		{"quota", openai.ErrorStep(429, "You exceeded your current quota").WithCode("insufficient_quota"), agent.ErrTypeModelQuota, false, "out of quota", 0},
-		{"429 seconds", openai.ErrorStep(429, "Rate limit reached").WithRetryAfter("7"), agent.ErrTypeModelRateLimited, true, "rate limiting", 7 * time.Second},
-		{"429 ms wins", openai.ErrorStep(429, "slow down").WithRetryAfter("20").WithHeader("retry-after-ms", "1500"), agent.ErrTypeModelRateLimited, true, "(429)", 1500 * time.Millisecond},
-		{"429 capped", openai.ErrorStep(429, "later").WithRetryAfter("86000"), agent.ErrTypeModelRateLimited, true, "(429)", agent.MaxRetryDelay},
-		{"429 no header", openai.ErrorStep(429, "later"), agent.ErrTypeModelRateLimited, true, "(429)", 0},
-		{"408", openai.ErrorStep(408, "timeout"), agent.ErrTypeModelUnavailable, true, "(408)", 0},
-		{"409", openai.ErrorStep(409, "conflict"), agent.ErrTypeModelUnavailable, true, "(409)", 0},
-		{"500", openai.ErrorStep(500, "The server had an error"), agent.ErrTypeModelUnavailable, true, "unavailable (500)", 0},
-		{"503 retry-after", openai.ErrorStep(503, "overloaded").WithRetryAfter("2"), agent.ErrTypeModelUnavailable, true, "(503)", 2 * time.Second},
-		{"502 html", openai.Step{Status: 502, RawBody: "<html><body>Bad Gateway</body></html>"}, agent.ErrTypeModelUnavailable, true, "(502)", 0},
-		{"should-retry false", openai.ErrorStep(500, "boom").WithHeader("x-should-retry", "false"), agent.ErrTypeModelUnavailable, false, "asked not to be retried", 0},
-		{"should-retry true", openai.ErrorStep(400, "try again").WithHeader("x-should-retry", "true"), agent.ErrTypeModelUnavailable, true, "asked to be retried", 0},
-		{"should-retry true on 401", openai.ErrorStep(401, "bad key").WithHeader("x-should-retry", "true"), agent.ErrTypeModelAuth, false, "(401)", 0},
-		{"no choices", openai.Step{RawBody: `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[]}`}, agent.ErrTypeModelBadResponse, true, "no choices", 0},
+		{"403", fakeopenai.ErrorStep(403, "Country, region, or territory not supported").WithCode("unsupported_country_region_territory"), agent.ErrTypeModelAuth, false, "refused access (403)", 0},
+		{"404 model", fakeopenai.ErrorStep(404, "The model `gpt-test` does not exist"), agent.ErrTypeModelNotFound, false, `model "gpt-test" not found at http://127.0.0.1`, 0},
+		{"404 html", fakeopenai.Step{Status: 404, RawBody: "<html>nope</html>"}, agent.ErrTypeModelNotFound, false, "(404)", 0},
+		{"400", fakeopenai.ErrorStep(400, "Invalid value for 'tool_choice'"), agent.ErrTypeModelBadRequest, false, "rejected the request (400): Invalid value", 0},
+		{"422", fakeopenai.ErrorStep(422, "unprocessable"), agent.ErrTypeModelBadRequest, false, "(422)", 0},
+		{"context length", fakeopenai.ErrorStep(400, "This model's maximum context length is 128000 tokens").WithCode("context_length_exceeded"), agent.ErrTypeModelContextTooLong, false, "too long", 0},
+		{"quota", fakeopenai.ErrorStep(429, "You exceeded your current quota").WithCode("insufficient_quota"), agent.ErrTypeModelQuota, false, "out of quota", 0},
+		{"429 seconds", fakeopenai.ErrorStep(429, "Rate limit reached").WithRetryAfter("7"), agent.ErrTypeModelRateLimited, true, "rate limiting", 7 * time.Second},
+		{"429 ms wins", fakeopenai.ErrorStep(429, "slow down").WithRetryAfter("20").WithHeader("retry-after-ms", "1500"), agent.ErrTypeModelRateLimited, true, "(429)", 1500 * time.Millisecond},
+		{"429 capped", fakeopenai.ErrorStep(429, "later").WithRetryAfter("86000"), agent.ErrTypeModelRateLimited, true, "(429)", agent.MaxRetryDelay},
+		{"429 no header", fakeopenai.ErrorStep(429, "later"), agent.ErrTypeModelRateLimited, true, "(429)", 0},
+		{"408", fakeopenai.ErrorStep(408, "timeout"), agent.ErrTypeModelUnavailable, true, "(408)", 0},
+		{"409", fakeopenai.ErrorStep(409, "conflict"), agent.ErrTypeModelUnavailable, true, "(409)", 0},
+		{"500", fakeopenai.ErrorStep(500, "The server had an error"), agent.ErrTypeModelUnavailable, true, "unavailable (500)", 0},
+		{"503 retry-after", fakeopenai.ErrorStep(503, "overloaded").WithRetryAfter("2"), agent.ErrTypeModelUnavailable, true, "(503)", 2 * time.Second},
+		{"502 html", fakeopenai.Step{Status: 502, RawBody: "<html><body>Bad Gateway</body></html>"}, agent.ErrTypeModelUnavailable, true, "(502)", 0},
+		{"should-retry false", fakeopenai.ErrorStep(500, "boom").WithHeader("x-should-retry", "false"), agent.ErrTypeModelUnavailable, false, "asked not to be retried", 0},
+		{"should-retry true", fakeopenai.ErrorStep(400, "try again").WithHeader("x-should-retry", "true"), agent.ErrTypeModelUnavailable, true, "asked to be retried", 0},
+		{"should-retry true on 401", fakeopenai.ErrorStep(401, "bad key").WithHeader("x-should-retry", "true"), agent.ErrTypeModelAuth, false, "(401)", 0},
+		{"no choices", fakeopenai.Step{RawBody: `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[]}`}, agent.ErrTypeModelBadResponse, true, "no choices", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, f := newAgent(t, nil)
@@ -113,7 +113,7 @@ func TestClassifyStatuses(t *testing.T) {
 func TestClassifyRetryAfterHTTPDate(t *testing.T) {
 	a, f := newAgent(t, nil)
 	at := time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat)
-	f.Push(openai.ErrorStep(503, "maintenance").WithRetryAfter(at))
+	f.Push(fakeopenai.ErrorStep(503, "maintenance").WithRetryAfter(at))
 	appErr := assertAppErr(t, complete(t, a), agent.ErrTypeModelUnavailable, true)
 	// The date has one-second resolution and some time passes: allow slack.
 	if d := appErr.NextRetryDelay(); d < 60*time.Second || d > 91*time.Second {
@@ -124,7 +124,7 @@ func TestClassifyRetryAfterHTTPDate(t *testing.T) {
 func TestClassifyStreamingErrors(t *testing.T) {
 	t.Run("status before stream", func(t *testing.T) {
 		a, f := newAgent(t, func(c *agent.Config) { c.Stream = true })
-		f.Push(openai.ErrorStep(429, "slow").WithRetryAfter("3"))
+		f.Push(fakeopenai.ErrorStep(429, "slow").WithRetryAfter("3"))
 		appErr := assertAppErr(t, complete(t, a), agent.ErrTypeModelRateLimited, true)
 		if appErr.NextRetryDelay() != 3*time.Second {
 			t.Fatalf("NextRetryDelay = %v", appErr.NextRetryDelay())
@@ -132,7 +132,7 @@ func TestClassifyStreamingErrors(t *testing.T) {
 	})
 	t.Run("broken mid-stream", func(t *testing.T) {
 		a, f := newAgent(t, func(c *agent.Config) { c.Stream = true })
-		st := openai.ToolCallStep("c", "shell", `{"commands":["a long command line here"]}`).WithFragment(4)
+		st := fakeopenai.ToolCallStep("c", "shell", `{"commands":["a long command line here"]}`).WithFragment(4)
 		st.BreakAfter = 4
 		f.Push(st)
 		appErr := assertAppErr(t, complete(t, a), agent.ErrTypeModelUnavailable, true)
@@ -143,7 +143,7 @@ func TestClassifyStreamingErrors(t *testing.T) {
 }
 
 func TestClassifyUnreachable(t *testing.T) {
-	f := openai.New()
+	f := fakeopenai.New()
 	url := f.URL()
 	f.Close() // nothing listens there any more
 	a, err := agent.NewActivities(agent.Config{BaseURL: url, APIKey: testKey, Model: "m"})
@@ -159,7 +159,7 @@ func TestClassifyUnreachable(t *testing.T) {
 func TestClassifyRequestTimeout(t *testing.T) {
 	hold := make(chan struct{}) // never released: the call must time out
 	a, f := newAgent(t, func(c *agent.Config) { c.RequestTimeout = 50 * time.Millisecond })
-	f.Push(openai.Step{Content: "too late", Hold: hold})
+	f.Push(fakeopenai.Step{Content: "too late", Hold: hold})
 	appErr := assertAppErr(t, complete(t, a), agent.ErrTypeModelTimeout, true)
 	if !strings.Contains(appErr.Message(), "timed out after 50ms") {
 		t.Fatalf("message = %q", appErr.Message())
@@ -169,7 +169,7 @@ func TestClassifyRequestTimeout(t *testing.T) {
 func TestCompleteCancelledPassesThrough(t *testing.T) {
 	hold := make(chan struct{})
 	a, f := newAgent(t, nil)
-	f.Push(openai.Step{Content: "never", Hold: hold})
+	f.Push(fakeopenai.Step{Content: "never", Hold: hold})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

@@ -2,9 +2,11 @@ package chat
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -53,6 +55,10 @@ type CoreConfig struct {
 	ServedBackends func(ctx context.Context) ([]string, error)
 	// Clock is the time source of watchers (default: the real clock).
 	Clock Clock
+	// ReplicaID names this bot process when it claims a turn's answer
+	// (session.UpdateClaimFinal), so two replicas never both post it.
+	// Default: host name, process ID and a random suffix.
+	ReplicaID string
 }
 
 func (cfg CoreConfig) withDefaults() CoreConfig {
@@ -74,7 +80,18 @@ func (cfg CoreConfig) withDefaults() CoreConfig {
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}
 	}
+	if cfg.ReplicaID == "" {
+		cfg.ReplicaID = defaultReplicaID()
+	}
 	return cfg
+}
+
+// defaultReplicaID is unique per process: a restarted bot is a new replica,
+// and may take over a claim its predecessor left only after the workflow's
+// takeover time.
+func defaultReplicaID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), rand.Text()[:8])
 }
 
 // Core is the platform-neutral bot: it routes messages, commands and
@@ -114,6 +131,7 @@ func NewCore(cfg CoreConfig, s Sessions, log *slog.Logger) *Core {
 func (c *Core) watchConfig(platform string) watchConfig {
 	return watchConfig{
 		PollMin: c.cfg.PollMin, PollMax: c.cfg.PollMax, CallTimeout: c.cfg.CallTimeout,
+		ReplicaID:     c.cfg.ReplicaID,
 		Clock:         c.cfg.Clock,
 		Budget:        c.budget(platform),
 		Approvers:     c.cfg.Start.Settings.Approvers,

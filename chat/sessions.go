@@ -38,6 +38,10 @@ type Sessions interface {
 	Fork(ctx context.Context, id string, req session.ForkRequest) (session.ForkResponse, error)
 	// RecordChatRef records a message the bot posted for the current turn.
 	RecordChatRef(ctx context.Context, id string, req session.ChatRefRequest) error
+	// ClaimFinal asks the session whether this bot replica may post the
+	// finished current turn's answer: one replica is granted it, so two
+	// replicas watching one turn post the answer once.
+	ClaimFinal(ctx context.Context, id string, req session.ClaimFinalRequest) (session.ClaimFinalResponse, error)
 	Info(ctx context.Context, id string) (session.Info, error)
 	History(ctx context.Context, id string, req session.HistoryRequest) ([]session.HistoryEntry, error)
 	// List returns sessions matching f, newest first.

@@ -178,6 +178,13 @@ func (t *TemporalSessions) RecordChatRef(ctx context.Context, id string, req ses
 	return t.update(ctx, id, session.UpdateChatRef, req, nil)
 }
 
+// ClaimFinal implements Sessions.
+func (t *TemporalSessions) ClaimFinal(ctx context.Context, id string, req session.ClaimFinalRequest) (session.ClaimFinalResponse, error) {
+	var out session.ClaimFinalResponse
+	err := t.update(ctx, id, session.UpdateClaimFinal, req, &out)
+	return out, err
+}
+
 // Info implements Sessions.
 func (t *TemporalSessions) Info(ctx context.Context, id string) (session.Info, error) {
 	var r session.Info

@@ -31,6 +31,7 @@ type turnFeed interface {
 	Info(ctx context.Context, id string) (session.Info, error)
 	History(ctx context.Context, id string, req session.HistoryRequest) ([]session.HistoryEntry, error)
 	RecordChatRef(ctx context.Context, id string, req session.ChatRefRequest) error
+	ClaimFinal(ctx context.Context, id string, req session.ClaimFinalRequest) (session.ClaimFinalResponse, error)
 }
 
 // watchConfig is what a watcher takes from the core's configuration.
@@ -39,7 +40,9 @@ type watchConfig struct {
 	PollMin, PollMax time.Duration
 	// CallTimeout bounds each call on the session.
 	CallTimeout time.Duration
-	Clock       Clock
+	// ReplicaID is this bot's name in final-answer claims.
+	ReplicaID string
+	Clock     Clock
 	// Budget is the thread's platform budget, with defaults filled in.
 	Budget Budget
 	// Approvers and ApproverRoles are those of new sessions, named in the

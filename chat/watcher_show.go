@@ -161,7 +161,7 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 		return
 	}
 	text := finalText(ts)
-	if text == "" || !w.limit(ctx) {
+	if text == "" || !w.claim(ctx, ts.Turn) || !w.limit(ctx) {
 		return
 	}
 	ref, err := w.p.PostText(ctx, w.th, text)
@@ -170,6 +170,26 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 		return
 	}
 	w.record(ctx, ts.Turn, "final", ref)
+}
+
+// claim asks the session whether this replica may post the turn's answer.
+// Another replica that watched the same turn may hold the claim, or have
+// posted already; then this one stays quiet. If the session cannot be
+// asked, nothing is posted now: the answer is not lost, since the turn ends
+// with no final ref and the next watcher (a later message, a restart's
+// Resume) posts it.
+func (w *watcher) claim(ctx context.Context, turn int) bool {
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	defer cancel()
+	res, err := w.feed.ClaimFinal(cctx, w.id, session.ClaimFinalRequest{Turn: turn, Claimer: w.cfg.ReplicaID})
+	if err != nil {
+		w.log.Warn("watcher: claim final answer", "turn", turn, "err", err)
+		return false
+	}
+	if !res.Granted {
+		w.log.Debug("watcher: another replica posts the answer", "turn", turn, "holder", res.Holder, "posted", res.Posted)
+	}
+	return res.Granted
 }
 
 // finalText is what a finished turn posts as its own message.

@@ -483,3 +483,37 @@ func TestWatcherEditBurstStaysWithinTheBucket(t *testing.T) {
 		t.Errorf("last edit is %q, want the final Done card", last[len(last)-1].Card.Title)
 	}
 }
+
+// Two bot replicas resume the same finished-but-unposted turn (both were
+// started while it ran): the session grants one of them the answer, so it
+// is posted once.
+func TestTwoReplicasPostTheAnswerOnce(t *testing.T) {
+	half := done(4, 7, "the answer")
+	half.StatusRef = "m1"
+	sum := chat.SessionSummary{WorkflowID: testThread.ID(), Location: testThread, Running: true}
+	f := &chattest.Sessions{
+		ListFn:      func(chat.ListFilter) ([]chat.SessionSummary, error) { return []chat.SessionSummary{sum}, nil },
+		TurnStateFn: (&script{states: []session.TurnState{half}}).next,
+	}
+	clock := newAutoClock()
+	var posters []*recPoster
+	for _, id := range []string{"bot-a", "bot-b"} {
+		c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) { cfg.ReplicaID = id })
+		p := &recPoster{clock: clock}
+		posters = append(posters, p)
+		if err := c.Resume(context.Background(), p, "test"); err != nil {
+			t.Fatal(err)
+		}
+		waitIdle(t, c, testThread)
+	}
+	var all []string
+	for _, p := range posters {
+		all = append(all, texts(p)...)
+	}
+	if !reflect.DeepEqual(all, []string{"the answer"}) {
+		t.Errorf("answers posted by the two replicas: %q, want it once", all)
+	}
+	if n := f.Count("claim_final bot-a") + f.Count("claim_final bot-b"); n != 2 {
+		t.Errorf("%d claims, want one per replica", n)
+	}
+}

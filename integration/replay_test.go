@@ -17,15 +17,21 @@ import (
 	"github.com/sandbot/sandbot/workflows"
 )
 
-// updateHistories rewrites the committed histories under
-// workflows/testdata/histories from the scenarios that record them:
+// updateHistories writes the histories of the scenarios that record them
+// under workflows/testdata/histories, as gen<historyGeneration>-<name>.json:
 //
 //	go test ./integration -run 'TestTurnWithToolCallsAndOneApproval|...' -update-histories
 //
-// Only do that for a history the current code could not have produced
-// before (a new scenario), never to make a failing replay pass: the
-// committed files are the sessions already running in production.
-var updateHistories = flag.Bool("update-histories", false, "rewrite workflows/testdata/histories from the scenarios that record them")
+// Committed files are the sessions already running in production and are
+// never rewritten (recordHistory refuses): when workflow behaviour changes
+// (under workflow.GetVersion), bump historyGeneration and record the new
+// generation next to the old ones, so both replay from then on.
+var updateHistories = flag.Bool("update-histories", false, "write this generation's histories to workflows/testdata/histories")
+
+// historyGeneration numbers the workflow code that recorded a history:
+// v1 is the code before worker-owned policies; v2 has the worker-policy,
+// frozen-approval-decision and destroy-before-continue-as-new changes.
+const historyGeneration = 2
 
 // historyDir is where the replay test in package workflows reads them.
 const historyDir = "../workflows/testdata/histories"
@@ -81,15 +87,19 @@ func recordHistory(t *testing.T, s *stack, workflowID, name string) {
 		t.Fatal(err)
 	}
 	for i, h := range runs {
-		file := name + ".json"
+		file := fmt.Sprintf("v%d-%s.json", historyGeneration, name)
 		if len(runs) > 1 {
-			file = fmt.Sprintf("%s-run%d.json", name, i+1)
+			file = fmt.Sprintf("v%d-%s-run%d.json", historyGeneration, name, i+1)
+		}
+		path := filepath.Join(historyDir, file)
+		if _, err := os.Stat(path); err == nil {
+			t.Fatalf("%s exists: committed histories are never re-recorded; bump historyGeneration for new workflow code", path)
 		}
 		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(historyDir, file), append(b, '\n'), 0o644); err != nil {
+		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("wrote %s (%d events)", file, len(h.Events))

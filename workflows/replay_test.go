@@ -10,26 +10,31 @@ import (
 	"github.com/sandbot/sandbot/session"
 )
 
-// committedHistories are real session histories, recorded by the
-// integration scenarios (go test ./integration -update-histories) with the
-// workflow code of their time. Each stands for sessions that are running in
-// production when a new build deploys; every one must replay against
-// today's code. A failure here means the change would break running
-// sessions: put it behind workflow.GetVersion (see docs/ARCHITECTURE.md,
-// "Sessions outlive code") instead of re-recording the file.
-var committedHistories = []string{
-	"awaiting-approval.json", // open: mid-turn, waiting for an approval
-	"approvals.json",         // a turn with a read-only call, an approval and its command
-	"rejection.json",         // a rejection with a reason
-	"stop.json",              // /stop while a command runs, then another turn
-	"fork-source.json",       // a session that forks
-	"fork-child.json",        // the fork, started from the seed
-	"backend-switch.json",    // local → docker → local, workspace carried
-	"continue-as-new-run1.json",
-	"continue-as-new-run2.json",
-	"continue-as-new-run6.json", // the open last run after five continue-as-new
-	"destroy.json",              // /destroy on docker
+// scenarioHistories are the real session histories every generation of
+// workflow code commits under testdata/histories as v<N>-<name>, recorded by
+// the integration scenarios (go test ./integration -update-histories; see
+// historyGeneration there). Each stands for sessions running in production
+// when a new build deploys; every one must replay against today's code. A
+// failure here means the change would break running sessions: put it behind
+// workflow.GetVersion (docs/ARCHITECTURE.md, "Sessions outlive code")
+// instead of re-recording a file.
+var scenarioHistories = []string{
+	"awaiting-approval",    // open: mid-turn, waiting for an approval
+	"approvals",            // a read-only call, an approval and its command
+	"rejection",            // a rejection with a reason
+	"stop",                 // /stop while a command runs, then another turn
+	"fork-source",          // a session that forks
+	"fork-child",           // the fork, started from the seed
+	"backend-switch",       // local → docker → local, workspace carried
+	"continue-as-new-run1", // the first of six runs
+	"continue-as-new-run2",
+	"continue-as-new-run6", // the open last run
+	"destroy",              // /destroy on docker
 }
+
+// historyGenerations are the generations of workflow code that recorded
+// histories; each must have every scenario.
+var historyGenerations = []string{"v1", "v2"}
 
 func TestCommittedHistoriesReplay(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
@@ -40,13 +45,12 @@ func TestCommittedHistoriesReplay(t *testing.T) {
 	for _, f := range files {
 		have[filepath.Base(f)] = true
 	}
-	for _, name := range committedHistories {
-		if !have[name] {
-			t.Errorf("committed history %s is missing from testdata/histories", name)
+	for _, gen := range historyGenerations {
+		for _, name := range scenarioHistories {
+			if !have[gen+"-"+name+".json"] {
+				t.Errorf("committed history %s-%s.json is missing from testdata/histories", gen, name)
+			}
 		}
-	}
-	if len(files) < len(committedHistories) {
-		t.Fatalf("found %d histories, want at least %d", len(files), len(committedHistories))
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {

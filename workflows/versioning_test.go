@@ -48,7 +48,7 @@ func TestReplayCatchesAnUnversionedChange(t *testing.T) {
 		_ = workflow.SideEffect(ctx, func(workflow.Context) any { return 1 }).Get(&x)
 		return Session(ctx, in)
 	}
-	for _, name := range []string{"approvals.json", "awaiting-approval.json", "continue-as-new-run2.json"} {
+	for _, name := range []string{"v1-approvals.json", "v1-awaiting-approval.json", "v1-continue-as-new-run2.json", "v2-approvals.json", "v2-awaiting-approval.json"} {
 		r := worker.NewWorkflowReplayer()
 		r.RegisterWorkflowWithOptions(unversioned, workflow.RegisterOptions{Name: session.WorkflowName})
 		err := r.ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join("testdata", "histories", name))

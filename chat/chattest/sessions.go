@@ -49,6 +49,7 @@ type Sessions struct {
 	HistoryFn    func(id string, req session.HistoryRequest) ([]session.HistoryEntry, error)
 	ListFn       func(f chat.ListFilter) ([]chat.SessionSummary, error)
 	RecordFn     func(id string, req session.ChatRefRequest) error
+	ClaimFn      func(id string, req session.ClaimFinalRequest) (session.ClaimFinalResponse, error)
 
 	mu        sync.Mutex
 	changed   chan struct{} // closed and replaced on every change
@@ -57,6 +58,8 @@ type Sessions struct {
 	sent      []session.MessageRequest
 	approvals []session.ApproveRequest
 	refs      []session.ChatRefRequest
+	claims    map[string]string // "<id>#<turn>" → claimer
+	posted    map[string]bool   // "<id>#<turn>" → a final ref was recorded
 }
 
 var _ chat.Sessions = (*Sessions)(nil)
@@ -331,6 +334,12 @@ func (f *Sessions) RecordChatRef(_ context.Context, id string, req session.ChatR
 	f.record("chat_ref " + req.Kind)
 	f.mu.Lock()
 	f.refs = append(f.refs, req)
+	if req.Kind == "final" {
+		if f.posted == nil {
+			f.posted = map[string]bool{}
+		}
+		f.posted[fmt.Sprintf("%s#%d", id, req.Turn)] = true
+	}
 	if s := f.sessions[id]; s != nil && req.Turn == s.ts.Turn {
 		if req.Kind == "status" {
 			s.ts.StatusRef = req.Ref
@@ -344,6 +353,32 @@ func (f *Sessions) RecordChatRef(_ context.Context, id string, req session.ChatR
 		return f.RecordFn(id, req)
 	}
 	return nil
+}
+
+// ClaimFinal implements chat.Sessions like the workflow: the first
+// claimer of a turn is granted it, others are not, and nobody once that
+// turn's final ref is recorded. It works for scripted sessions
+// (TurnStateFn) too, keyed by session and turn.
+func (f *Sessions) ClaimFinal(_ context.Context, id string, req session.ClaimFinalRequest) (session.ClaimFinalResponse, error) {
+	f.record("claim_final " + req.Claimer)
+	if f.ClaimFn != nil {
+		return f.ClaimFn(id, req)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := fmt.Sprintf("%s#%d", id, req.Turn)
+	holder := f.claims[key]
+	if f.posted[key] {
+		return session.ClaimFinalResponse{Posted: true, Holder: holder}, nil
+	}
+	if holder != "" && holder != req.Claimer {
+		return session.ClaimFinalResponse{Holder: holder}, nil
+	}
+	if f.claims == nil {
+		f.claims = map[string]string{}
+	}
+	f.claims[key] = req.Claimer
+	return session.ClaimFinalResponse{Granted: true}, nil
 }
 
 // Info implements chat.Sessions.

@@ -7,7 +7,7 @@
 // Responder (SetResponder / WithResponder), and DefaultResponder. Every
 // request is recorded (headers, raw and decoded body) so tests can assert on
 // what the client sent. A Server is safe for concurrent use.
-package openai
+package fakeopenai
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package openai_test
+package fakeopenai_test
 
 import (
 	"context"
