@@ -8,7 +8,7 @@ import (
 
 var helpCommand = command{
 	name: CmdHelp, aliases: []string{"h", "?"},
-	usage: "/help", help: "this list",
+	usage: "/help", help: "list these commands",
 	run: (*Core).runHelp,
 }
 

@@ -78,6 +78,23 @@ var commandTable = []command{
 	destroyCommand,
 }
 
+// CommandInfo describes one command of the table for a platform's native
+// command list (Discord's slash commands).
+type CommandInfo struct {
+	Name, Usage, Help string
+}
+
+// Commands lists every command of the core's table, in /help order. A
+// platform that registers native commands builds them from this list, so
+// no command is missing or described twice.
+func Commands() []CommandInfo {
+	out := make([]CommandInfo, 0, len(commandTable))
+	for _, c := range commandTable {
+		out = append(out, CommandInfo{Name: c.name, Usage: c.usage, Help: c.help})
+	}
+	return out
+}
+
 // lookupCommand finds a command by name or alias (lower case).
 func lookupCommand(name string) (command, bool) {
 	for _, c := range commandTable {

@@ -3,6 +3,7 @@ package discord
 import (
 	"context"
 	"fmt"
+	"unicode"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -23,36 +24,50 @@ func backendChoices(names []string) []*discordgo.ApplicationCommandOptionChoice 
 	return out
 }
 
+// maxDescription is Discord's limit on a command's description.
+const maxDescription = 100
+
 // Commands are the slash commands the adapter registers, for the given
-// backend names. They mirror the core's commands.
+// backend names: one per command of the core's table (chat.Commands),
+// described by its help line, with the options each takes here.
 func Commands(backends []string) []*discordgo.ApplicationCommand {
 	choices := backendChoices(backends)
-	str := func(name, desc string, required bool, ch []*discordgo.ApplicationCommandOptionChoice) *discordgo.ApplicationCommandOption {
-		return &discordgo.ApplicationCommandOption{Type: discordgo.ApplicationCommandOptionString, Name: name, Description: desc, Required: required, Choices: ch}
+	str := func(name, desc string, ch []*discordgo.ApplicationCommandOptionChoice) *discordgo.ApplicationCommandOption {
+		return &discordgo.ApplicationCommandOption{Type: discordgo.ApplicationCommandOptionString, Name: name, Description: desc, Choices: ch}
+	}
+	boolean := func(name, desc string) *discordgo.ApplicationCommandOption {
+		return &discordgo.ApplicationCommandOption{Type: discordgo.ApplicationCommandOptionBoolean, Name: name, Description: desc}
 	}
 	minN := 1.0
-	return []*discordgo.ApplicationCommand{
-		{Name: chat.CmdHelp, Description: "List sandbot's commands"},
-		{Name: chat.CmdStatus, Description: "Show this session: backend, turns, state, owner, workflow link"},
-		{Name: chat.CmdHistory, Description: "Show the last entries of this session's transcript", Options: []*discordgo.ApplicationCommandOption{{
+	options := map[string][]*discordgo.ApplicationCommandOption{
+		chat.CmdHistory: {{
 			Type: discordgo.ApplicationCommandOptionInteger, Name: "count", Description: fmt.Sprintf("How many entries (default %d)", chat.DefaultHistory),
 			MinValue: &minN, MaxValue: float64(chat.MaxHistory),
-		}}},
-		{Name: chat.CmdStop, Description: "Stop the running turn"},
-		{Name: chat.CmdPause, Description: "Pause this session after the running turn"},
-		{Name: chat.CmdResume, Description: "Resume a paused session"},
-		{Name: chat.CmdBackend, Description: "Show the sandbox backend, or switch it at the next turn boundary", Options: []*discordgo.ApplicationCommandOption{
-			str("name", "Backend to switch to (leave out to show the current one)", false, choices),
 		}},
-		{Name: chat.CmdFork, Description: "Copy this session (conversation and workspace) into a new thread", Options: []*discordgo.ApplicationCommandOption{
-			str("title", "Title of the new thread", false, nil),
-			str("backend", "Backend of the copy (default: the same)", false, choices),
-		}},
-		{Name: chat.CmdSessions, Description: "List running sessions in this channel"},
-		{Name: chat.CmdDestroy, Description: "End this session and delete its sandbox and snapshots", Options: []*discordgo.ApplicationCommandOption{{
-			Type: discordgo.ApplicationCommandOptionBoolean, Name: "confirm", Description: "Set to True to really destroy the session",
-		}}},
+		chat.CmdBackend:  {str("name", "Backend to switch to (leave out to show the current one)", choices)},
+		chat.CmdFork:     {str("title", "Title of the new thread", nil), str("backend", "Backend of the copy (default: the same)", choices)},
+		chat.CmdSessions: {boolean("all", "List everyone's sessions, not only yours")},
+		chat.CmdDestroy:  {boolean("confirm", "Set to True to really destroy the session")},
 	}
+	var out []*discordgo.ApplicationCommand
+	for _, c := range chat.Commands() {
+		out = append(out, &discordgo.ApplicationCommand{Name: c.Name, Description: describe(c.Help), Options: options[c.Name]})
+	}
+	return out
+}
+
+// describe makes a help line a Discord description: capitalised, within
+// Discord's 100 characters.
+func describe(help string) string {
+	r := []rune(help)
+	if len(r) == 0 {
+		return "sandbot command"
+	}
+	r[0] = unicode.ToUpper(r[0])
+	if len(r) > maxDescription {
+		r = append(r[:maxDescription-1], '…')
+	}
+	return string(r)
 }
 
 // registerCommands overwrites the application's commands (in the
@@ -95,6 +110,8 @@ func toCommand(d discordgo.ApplicationCommandInteractionData) chat.Command {
 			cmd.Backend = o.StringValue()
 		case d.Name == chat.CmdDestroy && o.Name == "confirm":
 			cmd.Confirm = o.BoolValue()
+		case d.Name == chat.CmdSessions && o.Name == "all" && o.BoolValue():
+			cmd.Args = []string{"all"}
 		}
 	}
 	return cmd

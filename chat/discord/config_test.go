@@ -1,10 +1,13 @@
 package discord
 
 import (
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/bwmarrin/discordgo"
 	"github.com/sandbot/sandbot/chat"
 )
 
@@ -103,6 +106,60 @@ func TestCommandsValidForDiscord(t *testing.T) {
 	}
 	if n := len(backendChoices(many)); n != maxChoices {
 		t.Fatalf("choices = %d", n)
+	}
+}
+
+// The slash commands are the core's command table, no more and no less, and
+// each option reaches the core's Command.
+func TestSlashCommandsAreTheCoreTable(t *testing.T) {
+	var want, got []string
+	for _, c := range chat.Commands() {
+		want = append(want, c.Name)
+	}
+	byName := map[string]*discordgo.ApplicationCommand{}
+	for _, c := range Commands(nil) {
+		got = append(got, c.Name)
+		byName[c.Name] = c
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("slash commands %q, core commands %q", got, want)
+	}
+	opt := func(name string, v any) *discordgo.ApplicationCommandInteractionDataOption {
+		o := &discordgo.ApplicationCommandInteractionDataOption{Name: name, Value: v}
+		switch v.(type) {
+		case bool:
+			o.Type = discordgo.ApplicationCommandOptionBoolean
+		case float64:
+			o.Type = discordgo.ApplicationCommandOptionInteger
+		default:
+			o.Type = discordgo.ApplicationCommandOptionString
+		}
+		return o
+	}
+	for _, tc := range []struct {
+		name string
+		opts []*discordgo.ApplicationCommandInteractionDataOption
+		want chat.Command
+	}{
+		{chat.CmdSessions, []*discordgo.ApplicationCommandInteractionDataOption{opt("all", true)}, chat.Command{Name: chat.CmdSessions, Args: []string{"all"}}},
+		{chat.CmdSessions, []*discordgo.ApplicationCommandInteractionDataOption{opt("all", false)}, chat.Command{Name: chat.CmdSessions}},
+		{chat.CmdHistory, []*discordgo.ApplicationCommandInteractionDataOption{opt("count", 7.0)}, chat.Command{Name: chat.CmdHistory, N: 7}},
+		{chat.CmdFork, []*discordgo.ApplicationCommandInteractionDataOption{opt("title", "t"), opt("backend", "docker")}, chat.Command{Name: chat.CmdFork, Title: "t", Backend: "docker"}},
+		{chat.CmdDestroy, []*discordgo.ApplicationCommandInteractionDataOption{opt("confirm", true)}, chat.Command{Name: chat.CmdDestroy, Confirm: true}},
+	} {
+		for _, o := range tc.opts {
+			found := false
+			for _, def := range byName[tc.name].Options {
+				found = found || def.Name == o.Name
+			}
+			if !found {
+				t.Errorf("/%s has no option %q", tc.name, o.Name)
+			}
+		}
+		got := toCommand(discordgo.ApplicationCommandInteractionData{Name: tc.name, Options: tc.opts})
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("/%s %v: command %+v, want %+v", tc.name, tc.opts, got, tc.want)
+		}
 	}
 }
 
