@@ -37,6 +37,15 @@ type Budget struct {
 	// fits Slack's practical ~4000-character message and Discord's
 	// 4000-character components budget).
 	MaxCardChars int
+	// MaxApprovalChars bounds the commands of a pending approval shown on
+	// a card, in MeasureCode's units (default 2500; negative: no bound).
+	// Longer commands are attached as a file (see Attacher), never cut:
+	// it must stay within the platform's limit for one code block.
+	MaxApprovalChars int
+	// MeasureCode is the platform's length of text in a code block after
+	// its own escaping (Slack's &amp; entities, Discord's UTF-16 units);
+	// runes if nil.
+	MeasureCode func(string) int
 }
 
 // DefaultBudget is used for platforms CoreConfig.Budgets does not name, and

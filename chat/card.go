@@ -6,6 +6,20 @@ package chat
 type Card struct {
 	Title  string  `json:"title"`
 	Blocks []Block `json:"blocks,omitempty"`
+	// Attachments are files that belong with the card: the full commands
+	// of an approval too long to show on it. The watcher puts each in the
+	// thread (Attacher) before it shows the card, so an approval never
+	// appears without the text it refers to.
+	Attachments []Attachment `json:"attachments,omitempty"`
+}
+
+// Attachment is a text file shown in a thread.
+type Attachment struct {
+	// Name is the file name (ASCII, no path).
+	Name string `json:"name"`
+	// Title is a human label for it.
+	Title   string `json:"title,omitempty"`
+	Content string `json:"content"`
 }
 
 // BlockKind says what a Block holds.
@@ -30,6 +44,9 @@ type Block struct {
 	Text    string    `json:"text,omitempty"`
 	Fields  []Field   `json:"fields,omitempty"`
 	Buttons []Button  `json:"buttons,omitempty"`
+	// Keep marks text that must be shown whole (a command awaiting
+	// approval): converters may split it but never cut it.
+	Keep bool `json:"keep,omitempty"`
 }
 
 // Field is a label/value pair.

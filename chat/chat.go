@@ -94,6 +94,14 @@ type ThreadStarter interface {
 	StartThread(ctx context.Context, from Thread, title string) (Thread, error)
 }
 
+// Attacher is an optional Poster capability: put a text file into the
+// thread (Slack files upload, a Discord attachment). The watcher attaches
+// a card's Attachments before it shows the card; on a Poster without it,
+// the file's text is posted with PostText instead.
+type Attacher interface {
+	Attach(ctx context.Context, th Thread, a Attachment) error
+}
+
 // Mentioner is an optional Poster capability: how to mention a user in Card
 // text on this platform (for example "<@U123>"). Without it the core writes
 // "@name".

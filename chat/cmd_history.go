@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"fmt"
+	"github.com/sandbot/sandbot/chat/internal/safetext"
 	"strconv"
 	"strings"
 	"time"
@@ -89,7 +90,7 @@ func renderHistory(h []session.HistoryEntry, limit int) string {
 
 func historyLine(e session.HistoryEntry) string {
 	m := e.Msg
-	oneLine := func(s string, n int) string { return truncate(strings.Join(strings.Fields(s), " "), n) }
+	oneLine := func(s string, n int) string { return truncate(safetext.Line(strings.Join(strings.Fields(s), " ")), n) }
 	switch m.Role {
 	case session.RoleUser:
 		who := orDefault(m.User, "user")

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandbot/sandbot/chat/internal/safetext"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -33,6 +34,17 @@ type RenderOptions struct {
 	Mention func(User) string
 	// Approvers says who may decide a pending approval ("" leaves it out).
 	Approvers string
+	// MaxApprovalChars bounds the pending call's commands shown on the
+	// card, measured with MeasureCode (2500; negative: no bound, the
+	// terminal shows everything). Past it the card says so and carries
+	// the commands as an Attachment instead: a command is never cut.
+	MaxApprovalChars int
+	// MaxApprovalCommands is how many commands of one call the card shows
+	// inline, one code block each (10); more go to the attachment.
+	MaxApprovalCommands int
+	// MeasureCode is the platform's length of text inside a code block,
+	// after its own escaping (runes if nil).
+	MeasureCode func(string) int
 }
 
 func (o RenderOptions) withDefaults() RenderOptions {
@@ -47,6 +59,13 @@ func (o RenderOptions) withDefaults() RenderOptions {
 	def(&o.MaxOutputChars, 300)
 	def(&o.MaxCommandChars, 80)
 	def(&o.MaxChars, 3500)
+	if o.MaxApprovalChars == 0 {
+		o.MaxApprovalChars = 2500
+	}
+	def(&o.MaxApprovalCommands, 10)
+	if o.MeasureCode == nil {
+		o.MeasureCode = func(s string) int { return len([]rune(s)) }
+	}
 	if o.Mention == nil {
 		o.Mention = func(u User) string { return mention(nil, u) }
 	}
@@ -59,12 +78,20 @@ func (o RenderOptions) withDefaults() RenderOptions {
 // buttons, the error, notices, and a footer. It is a pure function of its
 // arguments, and the card stays within opts.MaxChars. Card text is
 // Markdown: **bold**, _italic_, `code`; Code blocks hold raw text.
+//
+// Everything that comes from the agent, its commands or the model is
+// neutralised (chat/internal/safetext): controls, escape sequences and
+// bidirectional overrides show as visible escapes. The pending call's
+// commands are shown complete, each in its own code block, or, when they
+// do not fit the card, replaced by a notice naming their length with the
+// full text in Card.Attachments; they are never cut to make a card fit.
 func RenderTurn(ts session.TurnState, opts RenderOptions) Card {
 	o := opts.withDefaults()
 	listed := min(len(ts.ToolCalls), o.MaxToolCalls)
 	outputs := o.MaxOutputCalls
+	attach := false
 	for {
-		c := renderTurn(ts, o, listed, outputs)
+		c := renderTurn(ts, o, listed, outputs, attach)
 		switch {
 		case cardLen(c) <= o.MaxChars:
 			return c
@@ -72,13 +99,22 @@ func RenderTurn(ts session.TurnState, opts RenderOptions) Card {
 			outputs--
 		case listed > 1:
 			listed-- // the oldest listed call joins the "earlier" count
+		case !attach && o.MaxApprovalChars >= 0 && hasApproval(ts):
+			// The commands alone overflow the card: attach them instead,
+			// and start the fitting again with the room that frees.
+			attach = true
+			listed, outputs = min(len(ts.ToolCalls), o.MaxToolCalls), o.MaxOutputCalls
 		default:
 			return clampCard(c, o.MaxChars)
 		}
 	}
 }
 
-func renderTurn(ts session.TurnState, o RenderOptions, listed, outputs int) Card {
+func hasApproval(ts session.TurnState) bool {
+	return ts.Pending != nil && ts.Status == session.StatusAwaitingApproval
+}
+
+func renderTurn(ts session.TurnState, o RenderOptions, listed, outputs int, attach bool) Card {
 	card := Card{Title: turnTitle(ts)}
 	add := func(b Block) { card.Blocks = append(card.Blocks, b) }
 
@@ -100,7 +136,22 @@ func renderTurn(ts session.TurnState, o RenderOptions, listed, outputs int) Card
 			head += ": " + p.Reason
 		}
 		add(Block{Kind: BlockText, Text: head})
-		add(Block{Kind: BlockCode, Text: codeSafe(truncate(p.Command, 1000))})
+		cmds := pendingCommands(ts)
+		if !attach && !fitsInline(cmds, o) {
+			attach = true
+		}
+		if attach {
+			a := commandAttachment(p.CallID, cmds)
+			card.Attachments = append(card.Attachments, a)
+			add(Block{Kind: BlockText, Text: longNotice(cmds, a.Name), Keep: true})
+		} else {
+			for i, cmd := range cmds {
+				if len(cmds) > 1 {
+					add(Block{Kind: BlockText, Text: fmt.Sprintf("**Command %d of %d:**", i+1, len(cmds))})
+				}
+				add(Block{Kind: BlockCode, Text: safetext.Text(cmd), Keep: true})
+			}
+		}
 		var small []string
 		if o.Approvers != "" {
 			small = append(small, "Can approve: "+o.Approvers)
@@ -123,13 +174,13 @@ func renderTurn(ts session.TurnState, o RenderOptions, listed, outputs int) Card
 	}
 
 	if ts.Status == session.StatusFailed && ts.Error != "" {
-		add(Block{Kind: BlockText, Text: "❌ " + ts.Error})
+		add(Block{Kind: BlockText, Text: "❌ " + safetext.Text(ts.Error)})
 	}
 	if n := len(ts.Notices); n > 0 {
 		notes := ts.Notices[max(0, n-5):]
 		lines := make([]string, len(notes))
 		for i, s := range notes {
-			lines[i] = "ℹ️ " + truncate(s, 300)
+			lines[i] = "ℹ️ " + truncate(safetext.Text(s), 300)
 		}
 		add(Block{Kind: BlockContext, Text: strings.Join(lines, "\n")})
 	}
@@ -215,7 +266,7 @@ func callLine(c session.ToolCallState, o RenderOptions) string {
 		line += "\n_" + decisionText(*d, o.Mention) + "_"
 	}
 	if c.Error != "" {
-		line += "\n_" + truncate(c.Error, 200) + "_"
+		line += "\n_" + truncate(safetext.Line(c.Error), 200) + "_"
 	}
 	return line
 }
@@ -232,7 +283,7 @@ func decisionText(d session.DecisionRecord, mention func(User) string) string {
 	case d.Decision == session.DecisionApprove:
 		return "approved by " + mention(d.User)
 	case d.Decision == session.DecisionReject && d.Reason != "":
-		return "rejected by " + mention(d.User) + ": " + truncate(d.Reason, 200)
+		return "rejected by " + mention(d.User) + ": " + truncate(safetext.Line(d.Reason), 200)
 	case d.Decision == session.DecisionReject:
 		return "rejected by " + mention(d.User)
 	}
@@ -256,12 +307,12 @@ func commandLine(c session.ToolCallState, n int) string {
 	if multi {
 		first += fmt.Sprintf(" [+%d lines]", strings.Count(rest, "\n")+1)
 	}
-	return truncate(strings.ReplaceAll(first, "`", "'"), n)
+	return truncate(strings.ReplaceAll(safetext.Line(first), "`", "'"), n)
 }
 
 // outputTail is the last lines of a call's output within the limits.
 func outputTail(out string, lines, chars int) string {
-	out = strings.TrimRight(out, "\n")
+	out = strings.TrimRight(safetext.Text(out), "\n")
 	all := strings.Split(out, "\n")
 	cut := len(all) > lines
 	if cut {
@@ -275,11 +326,83 @@ func outputTail(out string, lines, chars int) string {
 	if cut {
 		s = "…" + s
 	}
-	return codeSafe(s)
+	return s
 }
 
-// codeSafe keeps text from closing the code block it is shown in.
-func codeSafe(s string) string { return strings.ReplaceAll(s, "```", "ˋˋˋ") }
+// pendingCommands are the commands of the pending call, one entry each:
+// from its tool call state (the workflow joins them with newlines in
+// Pending.Command, which would blur where one ends and the next begins),
+// else from the call's arguments, else Pending.Command as one.
+func pendingCommands(ts session.TurnState) []string {
+	p := ts.Pending
+	for _, c := range ts.ToolCalls {
+		if c.CallID != p.CallID {
+			continue
+		}
+		if len(c.Commands) > 0 {
+			return c.Commands
+		}
+		var args session.ShellArgs
+		if json.Unmarshal([]byte(c.Arguments), &args) == nil && len(args.Commands) > 0 {
+			return args.Commands
+		}
+	}
+	return []string{p.Command}
+}
+
+// fitsInline reports whether cmds can be shown on the card in full.
+func fitsInline(cmds []string, o RenderOptions) bool {
+	if o.MaxApprovalChars < 0 {
+		return true
+	}
+	if len(cmds) > o.MaxApprovalCommands {
+		return false
+	}
+	n := 0
+	for _, c := range cmds {
+		n += o.MeasureCode(safetext.Text(c))
+	}
+	return n <= o.MaxApprovalChars
+}
+
+// commandsLen is the commands' length in characters, as the notice says.
+func commandsLen(cmds []string) int {
+	n := 0
+	for _, c := range cmds {
+		n += len([]rune(c))
+	}
+	return n
+}
+
+// longNotice replaces commands too long for the card.
+func longNotice(cmds []string, file string) string {
+	if len(cmds) > 1 {
+		return fmt.Sprintf("📎 Long command (%d commands, %d characters): see the attached file `%s`; it holds every command in full.",
+			len(cmds), commandsLen(cmds), file)
+	}
+	return fmt.Sprintf("📎 Long command (%d characters): see the attached file `%s`; it holds the command in full.", commandsLen(cmds), file)
+}
+
+// commandAttachment is the file that carries a pending call's commands in
+// full, neutralised like the card, numbered when there are several.
+func commandAttachment(callID string, cmds []string) Attachment {
+	var b strings.Builder
+	for i, c := range cmds {
+		if len(cmds) > 1 {
+			if i > 0 {
+				b.WriteString("\n")
+			}
+			fmt.Fprintf(&b, "# command %d of %d (%d characters)\n", i+1, len(cmds), len([]rune(c)))
+		}
+		b.WriteString(safetext.Text(c))
+		b.WriteString("\n")
+	}
+	return Attachment{
+		Name:    "command-" + callDigest(callID)[:8] + ".txt",
+		Title:   fmt.Sprintf("Command awaiting approval (%d characters)", commandsLen(cmds)),
+		Content: b.String(),
+	}
+}
 
 // expiry formats when a pending approval expires, in UTC.
 func expiry(p *session.PendingApproval) string {
@@ -325,11 +448,15 @@ func cardLen(c Card) int {
 	return n
 }
 
-// clampCard shortens block texts, longest first, until the card fits.
+// clampCard shortens block texts, longest first, until the card fits. A
+// Keep block (a command awaiting approval) is never shortened.
 func clampCard(c Card, limit int) Card {
 	for cardLen(c) > limit {
 		longest := -1
 		for i, b := range c.Blocks {
+			if b.Keep {
+				continue
+			}
 			if longest < 0 || len([]rune(b.Text)) > len([]rune(c.Blocks[longest].Text)) {
 				longest = i
 			}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sandbot/sandbot/chat/internal/pace"
+	"github.com/sandbot/sandbot/chat/internal/safetext"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -21,6 +22,8 @@ type view struct {
 	// (Budget.MinEditInterval, in bursts of Budget.EditBurst).
 	pace pace.Bucket
 	last session.TurnState
+	// attached are the attachments already put in the thread, by name.
+	attached map[string]bool
 }
 
 // newView starts showing ts's turn, in the status message it recorded (a
@@ -51,11 +54,13 @@ func (w *watcher) update(ctx context.Context, v *view, ts session.TurnState) {
 
 func (w *watcher) renderOptions() RenderOptions {
 	return RenderOptions{
-		WorkflowID:     w.id,
-		MaxButtonValue: w.cfg.Budget.MaxButtonValue,
-		MaxChars:       w.cfg.Budget.MaxCardChars,
-		Mention:        func(u User) string { return mention(w.p, u) },
-		Approvers:      w.approvers,
+		WorkflowID:       w.id,
+		MaxButtonValue:   w.cfg.Budget.MaxButtonValue,
+		MaxChars:         w.cfg.Budget.MaxCardChars,
+		Mention:          func(u User) string { return mention(w.p, u) },
+		Approvers:        w.approvers,
+		MaxApprovalChars: w.cfg.Budget.MaxApprovalChars,
+		MeasureCode:      w.cfg.Budget.MeasureCode,
 	}
 }
 
@@ -100,6 +105,12 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 		return
 	}
 	card := *v.pending
+	if !w.attach(ctx, v, card) {
+		// The card refers to a file that is not in the thread: showing it
+		// would offer an approval of a command nobody can read in full.
+		// It stays pending; the next flush tries again.
+		return
+	}
 	if v.ref == "" {
 		ref, err := w.p.Post(ctx, w.th, card)
 		v.pace.Spend(clock.Now())
@@ -119,6 +130,45 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 		return
 	}
 	v.shown, v.pending = &card, nil
+}
+
+// attach puts the card's attachments that are not in the thread yet into
+// it, and reports whether all of them are there.
+func (w *watcher) attach(ctx context.Context, v *view, card Card) bool {
+	for _, a := range card.Attachments {
+		if v.attached[a.Name] {
+			continue
+		}
+		if !w.limit(ctx) {
+			return false
+		}
+		var err error
+		if at, ok := w.p.(Attacher); ok {
+			err = at.Attach(ctx, w.th, a)
+		} else {
+			_, err = w.p.PostText(ctx, w.th, attachmentText(a))
+		}
+		if err != nil {
+			w.log.Warn("watcher: attaching a file failed; the card waits for it", "turn", v.turn, "file", a.Name, "err", err)
+			return false
+		}
+		if v.attached == nil {
+			v.attached = map[string]bool{}
+		}
+		v.attached[a.Name] = true
+	}
+	return true
+}
+
+// attachmentText is an attachment as a message, for a Poster that cannot
+// attach files: its title, then its content in a code block that the
+// content cannot close.
+func attachmentText(a Attachment) string {
+	fence := "```"
+	for strings.Contains(a.Content, fence) {
+		fence += "`"
+	}
+	return "**" + a.Name + "** (" + a.Title + ")\n" + fence + "\n" + strings.TrimRight(a.Content, "\n") + "\n" + fence
 }
 
 // limit waits for the shared platform budget, if any.
@@ -192,13 +242,15 @@ func (w *watcher) claim(ctx context.Context, turn int) bool {
 	return res.Granted
 }
 
-// finalText is what a finished turn posts as its own message.
+// finalText is what a finished turn posts as its own message, with the
+// model's controls and bidi overrides neutralised (an answer must not be
+// able to clear a terminal or restyle a message).
 func finalText(ts session.TurnState) string {
 	switch {
 	case ts.FinalText != "":
-		return ts.FinalText
+		return safetext.Text(ts.FinalText)
 	case ts.Status == session.StatusFailed && ts.Error != "":
-		return "⚠️ This turn failed: " + ts.Error
+		return "⚠️ This turn failed: " + safetext.Text(ts.Error)
 	case ts.Status == session.StatusFailed:
 		return "⚠️ This turn failed."
 	}
@@ -253,7 +305,7 @@ func lastAnswer(hist []session.HistoryEntry, t int) string {
 	for i := len(hist) - 1; i >= 0; i-- {
 		e := hist[i]
 		if e.Turn == t && e.Msg.Role == session.RoleAssistant && e.Msg.Content != "" && len(e.Msg.ToolCalls) == 0 {
-			return e.Msg.Content
+			return safetext.Text(e.Msg.Content)
 		}
 	}
 	return ""
