@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sandbot/sandbot/session"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -35,12 +36,21 @@ type TemporalOptions struct {
 	// Sessions started with Settings.Indexed get them set at start either
 	// way.
 	Indexed bool
+	// DecisionKey signs every update the bot sends (session.Sign): the
+	// worker's DecisionGuard refuses updates without a valid signature, so
+	// only holders of the key can decide for people.
+	DecisionKey []byte
+	// Now is the signing clock (default time.Now).
+	Now func() time.Time
 }
 
 // NewTemporalSessions returns Sessions over c.
 func NewTemporalSessions(c client.Client, opts TemporalOptions) *TemporalSessions {
 	if opts.TaskQueue == "" {
 		opts.TaskQueue = session.TaskQueue
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	return &TemporalSessions{client: c, opts: opts}
 }
@@ -69,6 +79,7 @@ func (t *TemporalSessions) Send(ctx context.Context, start session.SessionInput,
 		opts.TypedSearchAttributes = session.StartSearchAttributes(start)
 	}
 	op := t.client.NewWithStartWorkflowOperation(opts, session.WorkflowName, start)
+	session.Sign(t.opts.DecisionKey, id, session.UpdateSendMessage, &req, t.opts.Now())
 	h, err := t.client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{
@@ -89,7 +100,8 @@ func (t *TemporalSessions) Send(ctx context.Context, start session.SessionInput,
 }
 
 // update runs one update and waits for its result.
-func (t *TemporalSessions) update(ctx context.Context, id, name string, arg, out any) error {
+func (t *TemporalSessions) update(ctx context.Context, id, name string, arg session.Signed, out any) error {
+	session.Sign(t.opts.DecisionKey, id, name, arg, t.opts.Now())
 	h, err := t.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   id,
 		UpdateName:   name,
@@ -127,61 +139,61 @@ func (t *TemporalSessions) TurnState(ctx context.Context, id string) (session.Tu
 // Approve implements Sessions.
 func (t *TemporalSessions) Approve(ctx context.Context, id string, req session.ApproveRequest) (session.ApproveResponse, error) {
 	var r session.ApproveResponse
-	err := t.update(ctx, id, session.UpdateApprove, req, &r)
+	err := t.update(ctx, id, session.UpdateApprove, &req, &r)
 	return r, err
 }
 
 // Stop implements Sessions.
 func (t *TemporalSessions) Stop(ctx context.Context, id string, req session.StopRequest) (session.StopResponse, error) {
 	var r session.StopResponse
-	err := t.update(ctx, id, session.UpdateStop, req, &r)
+	err := t.update(ctx, id, session.UpdateStop, &req, &r)
 	return r, err
 }
 
 // Pause implements Sessions.
 func (t *TemporalSessions) Pause(ctx context.Context, id string, req session.PauseRequest) (session.PauseResponse, error) {
 	var r session.PauseResponse
-	err := t.update(ctx, id, session.UpdatePause, req, &r)
+	err := t.update(ctx, id, session.UpdatePause, &req, &r)
 	return r, err
 }
 
 // Resume implements Sessions.
 func (t *TemporalSessions) Resume(ctx context.Context, id string, req session.ResumeRequest) (session.PauseResponse, error) {
 	var r session.PauseResponse
-	err := t.update(ctx, id, session.UpdateResume, req, &r)
+	err := t.update(ctx, id, session.UpdateResume, &req, &r)
 	return r, err
 }
 
 // Destroy implements Sessions.
 func (t *TemporalSessions) Destroy(ctx context.Context, id string, req session.DestroyRequest) (session.DestroyResponse, error) {
 	var r session.DestroyResponse
-	err := t.update(ctx, id, session.UpdateDestroy, req, &r)
+	err := t.update(ctx, id, session.UpdateDestroy, &req, &r)
 	return r, err
 }
 
 // SetBackend implements Sessions.
 func (t *TemporalSessions) SetBackend(ctx context.Context, id string, req session.SetBackendRequest) (session.SetBackendResponse, error) {
 	var r session.SetBackendResponse
-	err := t.update(ctx, id, session.UpdateSetBackend, req, &r)
+	err := t.update(ctx, id, session.UpdateSetBackend, &req, &r)
 	return r, err
 }
 
 // Fork implements Sessions.
 func (t *TemporalSessions) Fork(ctx context.Context, id string, req session.ForkRequest) (session.ForkResponse, error) {
 	var r session.ForkResponse
-	err := t.update(ctx, id, session.UpdateFork, req, &r)
+	err := t.update(ctx, id, session.UpdateFork, &req, &r)
 	return r, err
 }
 
 // RecordChatRef implements Sessions.
 func (t *TemporalSessions) RecordChatRef(ctx context.Context, id string, req session.ChatRefRequest) error {
-	return t.update(ctx, id, session.UpdateChatRef, req, nil)
+	return t.update(ctx, id, session.UpdateChatRef, &req, nil)
 }
 
 // ClaimFinal implements Sessions.
 func (t *TemporalSessions) ClaimFinal(ctx context.Context, id string, req session.ClaimFinalRequest) (session.ClaimFinalResponse, error) {
 	var out session.ClaimFinalResponse
-	err := t.update(ctx, id, session.UpdateClaimFinal, req, &out)
+	err := t.update(ctx, id, session.UpdateClaimFinal, &req, &out)
 	return out, err
 }
 

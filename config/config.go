@@ -12,6 +12,7 @@
 package config
 
 import (
+	"crypto/rand"
 	"os"
 	"path/filepath"
 	"time"
@@ -51,6 +52,9 @@ type Config struct {
 	Dev      Dev
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// DecisionKey is the secret bot and worker share to sign and check
+	// decisions (session.Sign): the worker accepts no update without it.
+	DecisionKey string
 	// MetricsAddr serves /metrics, /healthz and /readyz ("" disables).
 	MetricsAddr string
 	// ConsoleUser is the terminal front end's user name (USER).
@@ -283,3 +287,13 @@ func (c *Config) SlackEnabled() bool { return c.Slack.BotToken != "" }
 
 // DiscordEnabled reports whether the Discord front end is configured.
 func (c *Config) DiscordEnabled() bool { return c.Discord.Token != "" }
+
+// EnsureDecisionKey gives a process that runs both the bot and the worker
+// (cmd/dev) a fresh random decision key when none is configured: both ends
+// live in the process, and signatures are checked only when an update
+// arrives, so a new key per run breaks nothing a session recorded.
+func (c *Config) EnsureDecisionKey() {
+	if c.DecisionKey == "" {
+		c.DecisionKey = rand.Text() + rand.Text()
+	}
+}

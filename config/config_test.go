@@ -26,9 +26,13 @@ func env(t *testing.T, kv ...string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
+// testDecisionKey is the decision key every loadEnv environment has unless
+// the test sets its own: bot and worker refuse to start without one.
+const testDecisionKey = "test-decision-key-0123456789abcdef"
+
 func loadEnv(t *testing.T, kv ...string) *Config {
 	t.Helper()
-	return load(env(t, kv...))
+	return load(env(t, append([]string{"SANDBOT_DECISION_KEY", testDecisionKey}, kv...)...))
 }
 
 func TestDefaultsValidate(t *testing.T) {
@@ -206,5 +210,19 @@ func TestListsAndSizes(t *testing.T) {
 	}
 	if got := durationText(90 * time.Minute); got != "1h30m" {
 		t.Errorf("durationText = %s", got)
+	}
+}
+
+func TestDecisionKeyIsRequiredByBotAndWorker(t *testing.T) {
+	c := loadEnv(t, "SANDBOT_DECISION_KEY", "short")
+	for _, role := range []Role{RoleWorker, RoleBot} {
+		err := c.Validate(role)
+		if err == nil || !strings.Contains(err.Error(), "SANDBOT_DECISION_KEY: is 5 bytes; use the same secret of at least 32 bytes") {
+			t.Errorf("%s accepted a 5-byte decision key: %v", role, err)
+		}
+	}
+	// cmd/dev makes its own per run when none is set.
+	if err := loadEnv(t, "SANDBOT_DECISION_KEY", "").Validate(RoleDev); err != nil {
+		t.Errorf("dev: %v", err)
 	}
 }

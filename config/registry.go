@@ -372,6 +372,15 @@ var coreVars = []Var{
 			}
 		}},
 
+	// Trust.
+	{Name: "SANDBOT_DECISION_KEY", Readers: RoleWorker | RoleBot, Secret: true,
+		Doc: "shared secret (32+ bytes) the bot signs every decision with and the worker checks; cmd/dev makes one per run",
+		field: func(c *Config) any { return &c.DecisionKey },
+		check: func(c *Config, p *probs) {
+			if n := len(c.DecisionKey); n < session.MinKeyBytes {
+				p.add("is %d bytes; use the same secret of at least %d bytes on the bot and the worker, e.g. the output of `openssl rand -base64 32`", n, session.MinKeyBytes)
+			}
+		}},
 	// Process.
 	{Name: "SANDBOT_LOG_LEVEL", Default: "info", Readers: all,
 		Doc:   "debug, info, warn or error",

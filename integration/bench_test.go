@@ -182,6 +182,7 @@ func BenchmarkIdleSessionsMemory(b *testing.B) {
 		"SANDBOT_SANDBOX_SNAPSHOT_URL="+s.cfg.Sandbox.SnapshotURL,
 		// Sessions take the policy from the worker.
 		"SANDBOT_SESSION_APPROVAL_MODE="+s.cfg.Session.ApprovalMode,
+		"SANDBOT_DECISION_KEY="+s.cfg.DecisionKey,
 		"SANDBOT_LOG_LEVEL=error",
 	)
 	if err := proc.Start(); err != nil {

@@ -130,6 +130,7 @@ func TestWorkerKilledMidCommand(t *testing.T) {
 		// Sessions take the policy from the worker, so the worker process
 		// gets the stack's approval mode.
 		"SANDBOT_SESSION_APPROVAL_MODE="+s.cfg.Session.ApprovalMode,
+		"SANDBOT_DECISION_KEY="+s.cfg.DecisionKey,
 		"SANDBOT_LOG_LEVEL=warn",
 	)
 	out, err := os.CreateTemp(t.TempDir(), "worker-log")
@@ -233,6 +234,7 @@ func TestDevServerRestartKeepsSession(t *testing.T) {
 	model := fakeopenai.New()
 	defer model.Close()
 	cfg := config.Load()
+	cfg.EnsureDecisionKey()
 	cfg.Model.BaseURL, cfg.Model.Name = model.URL(), "fake"
 	cfg.Sandbox.LocalRoot = filepath.Join(dir, "ws")
 	cfg.Sandbox.SnapshotURL = "file://" + filepath.Join(dir, "snap")

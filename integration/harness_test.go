@@ -108,6 +108,7 @@ func newStack(t testing.TB, opts ...stackOption) *stack {
 	for _, o := range opts {
 		o(cfg)
 	}
+	cfg.EnsureDecisionKey()
 	if err := cfg.Validate(config.RoleDev); err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -225,9 +226,11 @@ func (s *stack) waitStateEvery(th chat.Thread, every time.Duration, what string,
 }
 
 func (s *stack) approve(th chat.Thread, callID string, d session.Decision, u chat.User, reason string) error {
+	req := session.ApproveRequest{CallID: callID, Decision: d, User: u, Reason: reason}
+	session.Sign([]byte(s.cfg.DecisionKey), th.ID(), session.UpdateApprove, &req, time.Now())
 	h, err := s.c.UpdateWorkflow(s.ctx, client.UpdateWorkflowOptions{
 		WorkflowID: th.ID(), UpdateName: session.UpdateApprove, WaitForStage: client.WorkflowUpdateStageCompleted,
-		Args: []any{session.ApproveRequest{CallID: callID, Decision: d, User: u, Reason: reason}},
+		Args: []any{req},
 	})
 	if err != nil {
 		return err

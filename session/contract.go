@@ -120,6 +120,8 @@ type MessageRequest struct {
 	EventID string `json:"event_id"`
 	User    User   `json:"user"`
 	Text    string `json:"text"`
+	// Auth is the bot's signature (see Signature).
+	Auth Signature `json:"auth,omitzero"`
 }
 
 // MessageResponse tells the bot which turn will answer the message.
@@ -149,6 +151,8 @@ type ApproveRequest struct {
 	Decision Decision `json:"decision"`
 	Reason   string   `json:"reason,omitempty"`
 	User     User     `json:"user"`
+	// Auth is the bot's signature (see Signature).
+	Auth Signature `json:"auth,omitzero"`
 }
 
 // ApproveResponse confirms a decision.
@@ -159,16 +163,20 @@ type ApproveResponse struct {
 // PauseRequest, StopRequest, DestroyRequest and ResumeRequest carry who asked.
 type (
 	PauseRequest struct {
-		User User `json:"user"`
+		User User      `json:"user"`
+		Auth Signature `json:"auth,omitzero"`
 	}
 	ResumeRequest struct {
-		User User `json:"user"`
+		User User      `json:"user"`
+		Auth Signature `json:"auth,omitzero"`
 	}
 	StopRequest struct {
-		User User `json:"user"`
+		User User      `json:"user"`
+		Auth Signature `json:"auth,omitzero"`
 	}
 	DestroyRequest struct {
-		User User `json:"user"`
+		User User      `json:"user"`
+		Auth Signature `json:"auth,omitzero"`
 	}
 )
 
@@ -192,6 +200,8 @@ type DestroyResponse struct {
 type SetBackendRequest struct {
 	Backend string `json:"backend"`
 	User    User   `json:"user"`
+	// Auth is the bot's signature (see Signature).
+	Auth Signature `json:"auth,omitzero"`
 }
 
 // SetBackendResponse says when the switch applies.
@@ -210,6 +220,8 @@ type ChatRefRequest struct {
 	// Kind is "status" or "final".
 	Kind string `json:"kind"`
 	Ref  string `json:"ref"`
+	// Auth is the bot's signature (see Signature).
+	Auth Signature `json:"auth,omitzero"`
 }
 
 // ChatRefResponse is empty.
@@ -222,6 +234,8 @@ type ClaimFinalRequest struct {
 	Turn int `json:"turn"`
 	// Claimer identifies the bot replica (stable for its lifetime).
 	Claimer string `json:"claimer"`
+	// Auth is the bot's signature (see Signature).
+	Auth Signature `json:"auth,omitzero"`
 }
 
 // ClaimFinalResponse says whether the claimer may post.
@@ -244,6 +258,8 @@ type ForkRequest struct {
 	Title    string   `json:"title,omitempty"`
 	Backend  string   `json:"backend,omitempty"`
 	User     User     `json:"user"`
+	// Auth is the bot's signature (see Signature).
+	Auth Signature `json:"auth,omitzero"`
 }
 
 // ForkResponse names the new session.

@@ -59,7 +59,15 @@ func (s *sessionRun) register(ctx workflow.Context) error {
 		for {
 			var req session.DestroyRequest
 			ch.Receive(ctx, &req)
-			s.requestDestroy(req.User)
+			// A signal has no validator, so it cannot be checked for the
+			// bot's signature: anyone who reaches the frontend could
+			// destroy a session with it. Runs since that change ignore it;
+			// the destroy update (signed, validated) is the way.
+			if workflow.GetVersion(ctx, changeSignedDecisions, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				s.requestDestroy(req.User)
+				continue
+			}
+			s.log.Warn("ignored a destroy signal: destroy a session with the destroy update, which the bot signs", "from", req.User.ID)
 		}
 	})
 	return nil

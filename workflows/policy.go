@@ -27,6 +27,9 @@ const (
 	// changeDestroyBeforeCAN: a destroy requested while the run waits for
 	// its handlers before continue-as-new is carried out, not dropped.
 	changeDestroyBeforeCAN = "destroy-before-continue-as-new"
+	// changeSignedDecisions: the destroy signal, which no signature can
+	// guard, is ignored; decisions come as signed updates (DecisionGuard).
+	changeSignedDecisions = "signed-decisions"
 )
 
 // PolicyActivities serves the worker's session policy to session runs. It

@@ -195,7 +195,7 @@ func (h *harness) state() session.TurnState {
 func (h *harness) at(d time.Duration, f func()) { h.env.RegisterDelayedCallback(f, d) }
 
 func (h *harness) destroyAt(d time.Duration) {
-	h.at(d, func() { h.env.SignalWorkflow(session.SignalDestroy, session.DestroyRequest{User: owner}) })
+	h.at(d, func() { h.update(session.UpdateDestroy, session.DestroyRequest{User: owner}, nil) })
 }
 
 func (h *harness) run(in session.SessionInput) {

@@ -36,6 +36,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return err
 	}
 	cfg := config.Load()
+	cfg.EnsureDecisionKey()
 	if *demo {
 		fake := fakeopenai.New()
 		defer fake.Close()

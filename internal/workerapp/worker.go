@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -101,6 +102,8 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 		// running command promptly (the SDK's default holds them up to 60 s).
 		wo.MaxHeartbeatThrottleInterval = sandbox.HeartbeatEvery
 	}
+	// Only updates the bot signed reach a session (see DecisionGuard).
+	wo.Interceptors = append(append([]interceptor.WorkerInterceptor(nil), wo.Interceptors...), workflows.NewDecisionGuard([]byte(cfg.DecisionKey)))
 	main := worker.New(c, cfg.Temporal.TaskQueue, wo)
 	main.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: session.WorkflowName})
 	main.RegisterActivity(models)
