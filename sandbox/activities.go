@@ -63,6 +63,19 @@ type Activities struct {
 	HostQueue string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Redactor, when set, scrubs the worker's secrets (model key, chat
+	// tokens, store credentials) from everything the activities hand back:
+	// command output and error texts. What they return is stored in
+	// workflow history, sent to the model and shown in chat, and a command
+	// or a backend error can print a secret the worker holds; scrubbing
+	// here, on the worker, is the last point before it leaves.
+	Redactor Redactor
+}
+
+// Redactor replaces known secrets in a text (redact.Redactor implements
+// it).
+type Redactor interface {
+	Redact(s string) string
 }
 
 // Notices the Ensure activity returns for the user.
@@ -116,7 +129,8 @@ func classify(op string, err error) error {
 // of a host-bound backend it must run on the handle's TaskQueue; when that
 // host is gone the workflow calls it again on the shared queue without the
 // handle, and the session continues from its snapshot on another host.
-func (a *Activities) Ensure(ctx context.Context, req EnsureRequest) (EnsureResult, error) {
+func (a *Activities) Ensure(ctx context.Context, req EnsureRequest) (_ EnsureResult, err error) {
+	defer func() { err = RedactError(a.Redactor, err) }()
 	if req.SessionID == "" || req.Backend == "" {
 		return EnsureResult{}, badRequest("sandbox: ensure: session_id and backend are required")
 	}
@@ -208,7 +222,8 @@ func (a *Activities) restore(ctx context.Context, b Backend, h Handle, key strin
 // Snapshot writes the workspace to req.Key unless its fingerprint still
 // equals req.PrevFingerprint. The archive streams from the backend into
 // the store through a pipe; nothing holds the whole workspace in memory.
-func (a *Activities) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResult, error) {
+func (a *Activities) Snapshot(ctx context.Context, req SnapshotRequest) (_ SnapshotResult, err error) {
+	defer func() { err = RedactError(a.Redactor, err) }()
 	if err := CheckKey(req.Key); err != nil {
 		return SnapshotResult{}, badRequest("sandbox: snapshot: %v", err)
 	}
@@ -253,7 +268,8 @@ func (a *Activities) Snapshot(ctx context.Context, req SnapshotRequest) (Snapsho
 
 // CopySnapshot copies a snapshot to a new key, so a fork owns its own copy
 // and never shares a key with its source.
-func (a *Activities) CopySnapshot(ctx context.Context, req CopySnapshotRequest) error {
+func (a *Activities) CopySnapshot(ctx context.Context, req CopySnapshotRequest) (err error) {
+	defer func() { err = RedactError(a.Redactor, err) }()
 	for _, k := range []string{req.From, req.To} {
 		if err := CheckKey(k); err != nil {
 			return badRequest("sandbox: copy snapshot: %v", err)
@@ -279,7 +295,8 @@ func (a *Activities) CopySnapshot(ctx context.Context, req CopySnapshotRequest) 
 // Destroy removes the session's sandbox (when a handle is given; for a
 // host-bound backend run it on the handle's TaskQueue) and, if asked, all
 // snapshots under the session's prefix. Both steps are idempotent.
-func (a *Activities) Destroy(ctx context.Context, req DestroyRequest) error {
+func (a *Activities) Destroy(ctx context.Context, req DestroyRequest) (err error) {
+	defer func() { err = RedactError(a.Redactor, err) }()
 	if req.DeleteSnapshots && req.SessionID == "" {
 		return badRequest("sandbox: destroy: session_id is required to delete snapshots")
 	}
@@ -362,4 +379,94 @@ func heartbeatWhileRunning(ctx context.Context, details func() any) (stop func()
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+// RedactError returns err with r's secrets scrubbed from every text it
+// carries, keeping what the workflow acts on: an ApplicationError stays one,
+// with its type, retryability, retry delay and category (its cause becomes
+// its scrubbed text; details are dropped only if its texts had to change,
+// and no error of ours carries any). A cancellation passes unchanged: its
+// only text is "canceled", and the partial result it carries was built
+// from scrubbed command results. Any other error whose chain holds a
+// secret becomes a plain error with the scrubbed text, which still answers
+// errors.Is for its original chain but no longer unwraps to it: Temporal
+// serialises each unwrapped cause's own text into history.
+func RedactError(r Redactor, err error) error {
+	if r == nil || err == nil {
+		return err
+	}
+	var canceled *temporal.CanceledError
+	if errors.As(err, &canceled) && err == error(canceled) {
+		return err
+	}
+	if !chainHolds(r, err) {
+		return err
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		msg := appErr.Message()
+		if err != error(appErr) {
+			msg = err.Error() // wrapped: keep the wrapping context
+		}
+		var cause error
+		if c := appErr.Unwrap(); c != nil && err == error(appErr) {
+			cause = errors.New(r.Redact(c.Error()))
+		}
+		return temporal.NewApplicationErrorWithOptions(r.Redact(msg), appErr.Type(), temporal.ApplicationErrorOptions{
+			NonRetryable: appErr.NonRetryable(), Cause: cause,
+			NextRetryDelay: appErr.NextRetryDelay(), Category: appErr.Category(),
+		})
+	}
+	return &redactedError{msg: r.Redact(err.Error()), orig: err}
+}
+
+// chainHolds reports whether any text in err's chain holds a secret.
+func chainHolds(r Redactor, err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if s := e.Error(); r.Redact(s) != s {
+			return true
+		}
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				if chainHolds(r, x) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// redactedError is an error whose text had secrets scrubbed. It has no
+// Unwrap on purpose (see RedactError) but answers errors.Is, so callers
+// still tell ErrNotFound and ErrUnavailable apart.
+type redactedError struct {
+	msg  string
+	orig error
+}
+
+func (e *redactedError) Error() string        { return e.msg }
+func (e *redactedError) Is(target error) bool { return errors.Is(e.orig, target) }
+
+// redacting returns b with the output and errors of its commands scrubbed,
+// for Exec: the scrubbing happens as each command returns, before its
+// result reaches the heartbeat details, the activity result or an error.
+func (a *Activities) redacting(b Backend) Backend {
+	if a.Redactor == nil {
+		return b
+	}
+	return redactingBackend{Backend: b, r: a.Redactor}
+}
+
+// redactingBackend is a Backend whose Exec scrubs. Only Exec is used
+// through it, so hiding the optional capabilities costs nothing.
+type redactingBackend struct {
+	Backend
+	r Redactor
+}
+
+func (b redactingBackend) Exec(ctx context.Context, h Handle, cmd Cmd) (Result, error) {
+	res, err := b.Backend.Exec(ctx, h, cmd)
+	res.Stdout, res.Stderr = b.r.Redact(res.Stdout), b.r.Redact(res.Stderr)
+	return res, RedactError(b.r, err)
 }

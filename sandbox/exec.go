@@ -164,6 +164,7 @@ func (a *Activities) Exec(ctx context.Context, req ExecRequest) (ExecResult, err
 	if err != nil {
 		return ExecResult{}, err
 	}
+	b = a.redacting(b) // see Activities.Redactor
 	if activity.GetInfo(ctx).Attempt > 1 || activity.HasHeartbeatDetails(ctx) {
 		p := ExecProgress{Started: -1}
 		if activity.HasHeartbeatDetails(ctx) {
