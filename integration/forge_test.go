@@ -34,10 +34,9 @@ func TestForgedApprovalFromASandboxFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.waitState(victim, "turn 1", done)
-	s.model.Push(
-		fakeopenai.ToolCallStep("v2", "shell", shell("rm -f important.txt")),
-		fakeopenai.FinalStep("deleted"),
-	)
+	// The model's script is shared by every session: the victim's final
+	// answer is pushed only when it is its turn to answer.
+	s.model.Push(fakeopenai.ToolCallStep("v2", "shell", shell("rm -f important.txt")))
 	s.say(victim, "ev-v2", "delete it")
 	s.waitState(victim, "approval of v2", func(ts session.TurnState) bool { return ts.Pending != nil && ts.Pending.CallID == "v2" })
 
@@ -94,6 +93,7 @@ func TestForgedApprovalFromASandboxFails(t *testing.T) {
 		t.Fatalf("important.txt = %q, %v: the forged approval ran the command", got, ok)
 	}
 	// The owner's real decision still goes through.
+	s.model.Push(fakeopenai.FinalStep("not deleted"))
 	if err := s.approve(victim, "v2", session.DecisionReject, alice, "no"); err != nil {
 		t.Fatalf("the owner's signed rejection: %v", err)
 	}
