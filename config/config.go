@@ -75,6 +75,16 @@ type Temporal struct {
 	// TaskQueue for session workflows and the model activity; sandbox
 	// queues derive from it.
 	TaskQueue string
+	// TLSCert and TLSKey are the client certificate for mTLS, TLSCA the
+	// roots to verify the frontend with, TLSServerName the name to verify.
+	TLSCert, TLSKey, TLSCA, TLSServerName string
+	// APIKey authenticates to the frontend (implies TLS).
+	APIKey string
+}
+
+// TLSEnabled reports whether the Temporal connection uses TLS.
+func (t Temporal) TLSEnabled() bool {
+	return t.TLSCert != "" || t.TLSCA != "" || t.TLSServerName != "" || t.APIKey != ""
 }
 
 // Model is the OpenAI-compatible chat-completions endpoint.

@@ -150,6 +150,29 @@ var coreVars = []Var{
 		check: func(c *Config, p *probs) {
 			checkHostPort(p, c.Temporal.Address, "host:port of the Temporal frontend, such as 127.0.0.1:7233", true)
 		}},
+	{Name: "SANDBOT_TEMPORAL_TLS_CERT", Readers: RoleWorker | RoleBot,
+		Doc:   "client certificate (PEM file) for mTLS to the Temporal frontend; with SANDBOT_TEMPORAL_TLS_KEY",
+		field: func(c *Config) any { return &c.Temporal.TLSCert },
+		check: func(c *Config, p *probs) {
+			if (c.Temporal.TLSCert == "") != (c.Temporal.TLSKey == "") {
+				p.add("and SANDBOT_TEMPORAL_TLS_KEY go together; use both PEM files or neither")
+			}
+			checkReadableFile(p, c.Temporal.TLSCert)
+		}},
+	{Name: "SANDBOT_TEMPORAL_TLS_KEY", Readers: RoleWorker | RoleBot,
+		Doc:   "the client certificate's private key (PEM file)",
+		field: func(c *Config) any { return &c.Temporal.TLSKey },
+		check: func(c *Config, p *probs) { checkReadableFile(p, c.Temporal.TLSKey) }},
+	{Name: "SANDBOT_TEMPORAL_TLS_CA", Readers: RoleWorker | RoleBot,
+		Doc:   "CA bundle (PEM file) to verify the frontend with, instead of the system roots; setting it turns TLS on",
+		field: func(c *Config) any { return &c.Temporal.TLSCA },
+		check: func(c *Config, p *probs) { checkReadableFile(p, c.Temporal.TLSCA) }},
+	{Name: "SANDBOT_TEMPORAL_TLS_SERVER_NAME", Readers: RoleWorker | RoleBot,
+		Doc:   "server name to verify the frontend's certificate against (default: the address's host)",
+		field: func(c *Config) any { return &c.Temporal.TLSServerName }},
+	{Name: "SANDBOT_TEMPORAL_API_KEY", Readers: RoleWorker | RoleBot, Secret: true,
+		Doc:   "API key for the frontend (Temporal Cloud or an authorizing cluster); implies TLS",
+		field: func(c *Config) any { return &c.Temporal.APIKey }},
 	{Name: "SANDBOT_TEMPORAL_NAMESPACE", Default: "default", Readers: all,
 		Doc:   "Temporal namespace",
 		field: func(c *Config) any { return &c.Temporal.Namespace },

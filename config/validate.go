@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path"
 	"slices"
 	"time"
@@ -121,5 +122,15 @@ func whenDocker(check func(*Config, *probs)) func(*Config, *probs) {
 		if contains(c.Sandbox.Backends, "docker") {
 			check(c, p)
 		}
+	}
+}
+
+// checkReadableFile reports a set path that cannot be read.
+func checkReadableFile(p *probs, path string) {
+	if path == "" {
+		return
+	}
+	if _, err := os.ReadFile(path); err != nil {
+		p.add("cannot read %s (%v); use the path of a readable PEM file", path, errors.Unwrap(err))
 	}
 }

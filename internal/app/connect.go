@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"os"
@@ -21,12 +23,49 @@ func Connect(ctx context.Context, role config.Role) (*config.Config, *slog.Logge
 		return nil, nil, nil, fmt.Errorf("invalid configuration:\n%w", err)
 	}
 	log := logging.New(os.Stderr, cfg.LogLevel)
-	c, err := client.DialContext(ctx, client.Options{
-		HostPort: cfg.Temporal.Address, Namespace: cfg.Temporal.Namespace,
-		Logger: logging.Temporal(log.With("component", "temporal")),
-	})
+	opts, err := ClientOptions(cfg.Temporal)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	opts.Logger = logging.Temporal(log.With("component", "temporal"))
+	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("connect to Temporal at %s (SANDBOT_TEMPORAL_ADDRESS): %w", cfg.Temporal.Address, err)
 	}
 	return cfg, log, c, nil
+}
+
+// ClientOptions are the Temporal client options of the configured
+// connection: plain, TLS (optionally mutual, with the client certificate),
+// and/or an API key, for a cluster that authenticates its clients (Temporal
+// Cloud, or a self-hosted frontend with an authorizer).
+func ClientOptions(t config.Temporal) (client.Options, error) {
+	opts := client.Options{HostPort: t.Address, Namespace: t.Namespace}
+	if t.APIKey != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(t.APIKey)
+	}
+	if !t.TLSEnabled() {
+		return opts, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.TLSServerName}
+	if t.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(t.TLSCert, t.TLSKey)
+		if err != nil {
+			return opts, fmt.Errorf("temporal TLS client certificate (SANDBOT_TEMPORAL_TLS_CERT, SANDBOT_TEMPORAL_TLS_KEY): %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	if t.TLSCA != "" {
+		pem, err := os.ReadFile(t.TLSCA)
+		if err != nil {
+			return opts, fmt.Errorf("temporal TLS CA (SANDBOT_TEMPORAL_TLS_CA): %w", err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return opts, fmt.Errorf("temporal TLS CA (SANDBOT_TEMPORAL_TLS_CA): %s holds no PEM certificate", t.TLSCA)
+		}
+		tc.RootCAs = roots
+	}
+	opts.ConnectionOptions.TLS = tc
+	return opts, nil
 }
