@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 
 	"github.com/sandbot/sandbot/session"
@@ -208,6 +209,67 @@ func unescapePart(s string) (string, error) {
 	return b.String(), nil
 }
 
+// actionVerbs name what each approval action does, for refusals.
+var actionVerbs = map[string]string{
+	ActionApprove:       "approve",
+	ActionApproveAlways: "approve",
+	ActionReject:        "reject",
+}
+
+// MayDecide says whether a.User may take the approval action a, as far as
+// the bot can tell, and if not returns the refusal to show them (ephemeral,
+// worded for the action). Adapters call it before anything the user would
+// have to fill in for nothing, such as the Reject modal.
+//
+// The bot knows who may decide only approximately: the session's owner
+// (from its Info) and the approvers and approver roles of new sessions.
+// The workflow still has the final word. If the session cannot be asked,
+// the action is let through for the workflow to judge.
+func (c *Core) MayDecide(ctx context.Context, a Action) (refusal string) {
+	if err := c.authorize(ctx, a.User, a.Thread); err != nil {
+		return UserMessage(err)
+	}
+	id, _, err := DecodeApproval(a.Value)
+	if err != nil || id == "" {
+		id = a.Thread.ID()
+	}
+	if a.User.ID == "" {
+		return "You may not decide this approval: the click carried no user."
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+	defer cancel()
+	info, err := c.s.Info(cctx, id)
+	if err != nil {
+		c.log.Info("may decide: session info unavailable; the workflow will judge", "workflow_id", id, "err", err)
+		return ""
+	}
+	if c.mayApprove(info.Owner, a.User) {
+		return ""
+	}
+	verb := orDefault(actionVerbs[a.ID], "decide")
+	owner := orDefault(info.Owner.Name, info.Owner.ID)
+	c.log.Info("approval refused before asking the session", "workflow_id", id, "action", a.ID, "user", a.User.ID)
+	return fmt.Sprintf("You may not %s commands in this session: only its owner (%s) and approvers may.", verb, owner)
+}
+
+// mayApprove mirrors the workflow's rule with what the bot knows: the
+// owner, the configured approvers, holders of an approver role.
+func (c *Core) mayApprove(owner, u User) bool {
+	if u.ID == owner.ID {
+		return true
+	}
+	st := c.cfg.Start.Settings
+	if slices.Contains(st.Approvers, u.ID) {
+		return true
+	}
+	for _, r := range u.Roles {
+		if slices.Contains(st.ApproverRoles, r) {
+			return true
+		}
+	}
+	return false
+}
+
 // actionDecisions routes approval action IDs (the button IDs) to
 // decisions; it is the one place action IDs are interpreted.
 var actionDecisions = map[string]session.Decision{
@@ -239,8 +301,8 @@ func (c *Core) HandleAction(ctx context.Context, p Poster, a Action) error {
 		reply(fmt.Sprintf("This button (%q) is not one this bot knows.", a.ID))
 		return nil
 	}
-	if err := c.authorize(ctx, a.User, a.Thread); err != nil {
-		reply(UserMessage(err))
+	if refusal := c.MayDecide(ctx, a); refusal != "" {
+		reply(refusal)
 		return nil
 	}
 	id, callID, err := DecodeApproval(a.Value)

@@ -113,8 +113,10 @@ func TestHandleActionUnauthorizedRepliesOnly(t *testing.T) {
 	if len(replies) != 1 || replies[0] != "@bob may not approve commands in this session" {
 		t.Errorf("ephemeral replies = %q", replies)
 	}
-	if got := f.Calls(); len(got) != 1 || got[0] != "approve call_1 approve U2" {
-		t.Errorf("session calls = %q, want only the approve update", got)
+	// The bot's pre-check reads the session's info; this fake has none, so
+	// the workflow judges.
+	if got := f.Calls(); len(got) != 2 || got[0] != "info" || got[1] != "approve call_1 approve U2" {
+		t.Errorf("session calls = %q, want the info pre-check and the approve update", got)
 	}
 	if ev := p.Events(); len(ev) != 0 {
 		t.Errorf("thread changed after a refused approval: %+v", ev)
@@ -144,8 +146,8 @@ func TestHandleActionDecisionsAndNudge(t *testing.T) {
 		if err := c.HandleAction(context.Background(), &recPoster{}, a); err != nil {
 			t.Fatal(err)
 		}
-		if got := f.Calls()[before:]; len(got) == 0 || got[0] != want {
-			t.Errorf("%s: calls %q, want first %q", id, got, want)
+		if got := f.Calls()[before:]; len(got) < 2 || got[0] != "info" || got[1] != want {
+			t.Errorf("%s: calls %q, want the info pre-check, then %q", id, got, want)
 		}
 	}
 	var replies []string
@@ -155,5 +157,55 @@ func TestHandleActionDecisionsAndNudge(t *testing.T) {
 	}}
 	if err := c.HandleAction(context.Background(), &recPoster{}, a); err != nil || len(replies) != 1 {
 		t.Errorf("unknown action: err %v, replies %q", err, replies)
+	}
+}
+
+// TestMayDecideBeforeAsking: a user who is neither the owner nor an
+// approver is refused by the bot, worded for the action, without the
+// session's approve update; the owner, a configured approver and an
+// approver role holder pass.
+func TestMayDecideBeforeAsking(t *testing.T) {
+	f := &chattest.Sessions{
+		InfoFn: func(id string) (session.Info, error) {
+			return session.Info{WorkflowID: id, Owner: chat.User{ID: "U1", Name: "ann"}}, nil
+		},
+		ApproveFn: func(string, session.ApproveRequest) (session.ApproveResponse, error) {
+			return session.ApproveResponse{}, nil
+		},
+	}
+	c := newTestCore(t, f, newAutoClock(), func(cfg *chat.CoreConfig) {
+		cfg.Start.Settings.Approvers = []string{"U9"}
+		cfg.Start.Settings.ApproverRoles = []string{"R1"}
+	})
+	act := func(id string, u chat.User) chat.Action {
+		return chat.Action{ID: id, Value: chat.EncodeApproval(testThread.ID(), "call_1"), User: u, Thread: testThread}
+	}
+	ctx := context.Background()
+	for _, u := range []chat.User{{ID: "U1"}, {ID: "U9"}, {ID: "U5", Roles: []string{"R0", "R1"}}} {
+		if r := c.MayDecide(ctx, act(chat.ActionReject, u)); r != "" {
+			t.Errorf("%+v refused: %q", u, r)
+		}
+	}
+	bob := chat.User{ID: "U2", Name: "bob", Roles: []string{"R0"}}
+	if r, want := c.MayDecide(ctx, act(chat.ActionReject, bob)), "You may not reject commands in this session: only its owner (ann) and approvers may."; r != want {
+		t.Errorf("reject refusal = %q, want %q", r, want)
+	}
+	if r := c.MayDecide(ctx, act(chat.ActionApprove, bob)); !strings.HasPrefix(r, "You may not approve commands") {
+		t.Errorf("approve refusal = %q", r)
+	}
+
+	var replies []string
+	a := act(chat.ActionReject, bob)
+	a.Reply = func(_ context.Context, s string) error { replies = append(replies, s); return nil }
+	if err := c.HandleAction(ctx, &recPoster{}, a); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range f.Calls() {
+		if strings.HasPrefix(call, "approve") {
+			t.Errorf("the session was asked to decide for an unauthorised user: %q", f.Calls())
+		}
+	}
+	if len(replies) != 1 || !strings.Contains(replies[0], "may not reject") {
+		t.Errorf("replies = %q", replies)
 	}
 }

@@ -29,8 +29,10 @@ import (
 const Platform = "console"
 
 // Budget is the console's pacing: a terminal has no rate limit, but a
-// status line per poll would scroll everything else away.
-var Budget = chat.Budget{MinEditInterval: 300 * time.Millisecond}
+// status line per poll would scroll everything else away. A terminal has
+// no size limit either: a command awaiting approval is always shown in
+// full, never attached.
+var Budget = chat.Budget{MinEditInterval: 300 * time.Millisecond, MaxApprovalChars: -1}
 
 // Config configures the terminal front end.
 type Config struct {

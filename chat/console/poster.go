@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/internal/safetext"
 )
 
 // console is the chat.Poster of the terminal. Cards are printed as text;
@@ -65,7 +66,7 @@ func (c *console) write(th chat.Thread, lines []string) {
 		prefix = "[" + th.Thread + "] "
 	}
 	for _, l := range lines {
-		fmt.Fprintln(c.out, prefix+l)
+		fmt.Fprintln(c.out, safe(prefix+l))
 	}
 }
 
@@ -91,12 +92,12 @@ func cardLines(card chat.Card) []line {
 				out = append(out, line{text: "  " + s, footer: i == last})
 			}
 		case chat.BlockCode:
-			for _, s := range strings.Split(b.Text, "\n") {
+			for _, s := range strings.Split(safe(b.Text), "\n") {
 				out = append(out, line{text: "    │ " + s})
 			}
 		case chat.BlockFields:
 			for _, f := range b.Fields {
-				out = append(out, line{text: f.Label + ": " + plain(f.Value)})
+				out = append(out, line{text: plain(f.Label) + ": " + plain(f.Value)})
 			}
 		case chat.BlockActions:
 			if approvalValue(b) != "" {
@@ -105,7 +106,7 @@ func cardLines(card chat.Card) []line {
 			}
 			var labels []string
 			for _, btn := range b.Buttons {
-				labels = append(labels, "["+btn.Label+"]")
+				labels = append(labels, "["+plain(btn.Label)+"]")
 			}
 			out = append(out, line{text: strings.Join(labels, " ")})
 		case chat.BlockDivider:
@@ -115,8 +116,14 @@ func cardLines(card chat.Card) []line {
 	return out
 }
 
-// plain drops Markdown emphasis that a terminal would show literally.
-func plain(s string) string { return strings.ReplaceAll(s, "**", "") }
+// plain drops Markdown emphasis that a terminal would show literally, and
+// neutralises what the terminal would interpret (see safe).
+func plain(s string) string { return strings.ReplaceAll(safe(s), "**", "") }
+
+// safe shows controls, escape sequences and bidi overrides as visible
+// escapes (\x1b, \r, \u202e): nothing the agent or the model writes may
+// move the cursor, clear the screen, overprint a command or reorder it.
+func safe(s string) string { return safetext.Text(s) }
 
 // approvalValue is the value of an approval button in b, if any.
 func approvalValue(b chat.Block) string {
@@ -200,7 +207,7 @@ func (c *console) PostText(_ context.Context, th chat.Thread, markdown string) (
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.n++
-	c.write(th, strings.Split(strings.TrimRight(markdown, "\n"), "\n"))
+	c.write(th, strings.Split(strings.TrimRight(safe(markdown), "\n"), "\n"))
 	fmt.Fprintln(c.out)
 	return fmt.Sprintf("text-%d", c.n), nil
 }

@@ -53,6 +53,7 @@ type Adapter struct {
 
 var (
 	_ chat.Poster        = (*Adapter)(nil)
+	_ chat.Attacher      = (*Adapter)(nil)
 	_ chat.ThreadStarter = (*Adapter)(nil)
 	_ chat.Mentioner     = (*Adapter)(nil)
 	_ chat.ThreadLinker  = (*Adapter)(nil)

@@ -8,6 +8,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/internal/safetext"
 )
 
 // Discord's message limits the converters keep to. Lengths are counted in
@@ -102,19 +103,19 @@ func ToMessage(c chat.Card) (Message, error) {
 	for i, b := range c.Blocks {
 		switch b.Kind {
 		case chat.BlockText:
-			if t := strings.TrimSpace(b.Text); t != "" {
+			if t := strings.TrimSpace(safetext.Text(b.Text)); t != "" {
 				desc = append(desc, t)
 			}
 		case chat.BlockCode:
 			desc = append(desc, "```\n"+codeSafe(strings.TrimRight(b.Text, "\n"))+"\n```")
 		case chat.BlockFields:
 			for _, f := range b.Fields {
-				desc = append(desc, "**"+oneLine(f.Label)+":** "+f.Value)
+				desc = append(desc, "**"+oneLine(safetext.Line(f.Label))+":** "+safetext.Text(f.Value))
 			}
 		case chat.BlockDivider:
 			desc = append(desc, rule)
 		case chat.BlockContext:
-			t := strings.TrimSpace(b.Text)
+			t := strings.TrimSpace(safetext.Text(b.Text))
 			if t == "" {
 				continue
 			}
@@ -134,7 +135,7 @@ func ToMessage(c chat.Card) (Message, error) {
 			}
 			m.Components = append(m.Components, rows...)
 		default:
-			if t := strings.TrimSpace(b.Text); t != "" {
+			if t := strings.TrimSpace(safetext.Text(b.Text)); t != "" {
 				desc = append(desc, t)
 			}
 		}
@@ -242,8 +243,37 @@ func ParseCustomID(id string) (action, value string, err error) {
 	return action, value, nil
 }
 
-// codeSafe keeps text from closing the code block it is shown in.
-func codeSafe(s string) string { return strings.ReplaceAll(s, "```", "ˋˋˋ") }
+// CodeLen is the length of text inside a code block as ToMessage writes
+// it, in Discord's units; the core uses it to decide whether a command
+// awaiting approval fits the card whole.
+func CodeLen(text string) int { return textLen(codeSafe(text)) }
+
+// codeSafe makes text safe inside a ``` block: controls and bidi
+// overrides are shown escaped (chat/internal/safetext), and every run of
+// three backticks gets a zero-width space, so the text can neither close
+// the block nor look different from what it is (a lookalike character
+// would show a different command than the one that runs).
+func codeSafe(s string) string {
+	s = safetext.Text(s)
+	if !strings.Contains(s, "```") {
+		return s
+	}
+	var b strings.Builder
+	run := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '`' {
+			if run == 2 {
+				b.WriteString("\u200b")
+				run = 0
+			}
+			run++
+		} else {
+			run = 0
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 

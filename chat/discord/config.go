@@ -158,6 +158,10 @@ func (c Config) Budget() chat.Budget {
 		// A status card goes into one embed (4,096 characters of
 		// description); this leaves room for Markdown the renderer adds.
 		MaxCardChars: 3500,
+		// A command awaiting approval shares that embed with the rest of
+		// the card; past this it is attached as a file instead.
+		MaxApprovalChars: 1800,
+		MeasureCode:      CodeLen,
 	}
 }
 

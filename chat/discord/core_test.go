@@ -75,14 +75,14 @@ func TestCoreTurnWithApprovalsAndAnswer(t *testing.T) {
 	withButtons := edited(t, f, ref, "approval buttons", func(e fakediscord.Edit) bool { return len(e.CustomIDs()) == 3 })
 	approveID := customIDOf(t, withButtons, "approve:")
 
-	// bob may not approve: the workflow's refusal reaches only him.
+	// bob may not approve: the bot refuses before asking the workflow, only to him.
 	bid, err := f.ClickButton(ref, bob, approveID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wait(t, f, "refusal for bob", func() bool { return len(interaction(t, f, bid).FollowUps) == 1 })
 	fu, _ := f.Message(interaction(t, f, bid).FollowUps[0])
-	if !fu.Ephemeral() || fu.Content != "You may not approve commands in this session." {
+	if !fu.Ephemeral() || fu.Content != "You may not approve commands in this session: only its owner (alice) and approvers may." {
 		t.Fatalf("bob's answer = %+v", fu)
 	}
 

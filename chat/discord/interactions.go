@@ -73,6 +73,12 @@ func (a *Adapter) handleButton(ctx context.Context, r *ireply) {
 		return
 	}
 	if action == chat.ActionReject {
+		// Ask who may decide before the modal: a user who may not would
+		// otherwise type a reason only to be refused on submit.
+		if refusal := a.mayDecide(ctx, r, chat.Action{ID: action, Value: value, User: u}); refusal != "" {
+			r.respond(ctx, ephemeralMessage(refusal))
+			return
+		}
 		// A modal must be the first answer; the decision comes with its
 		// submit, which carries this custom_id back.
 		r.respond(ctx, rejectModal(r.i.MessageComponentData().CustomID))
@@ -95,6 +101,38 @@ func (a *Adapter) handleModal(ctx context.Context, r *ireply) {
 		return
 	}
 	a.decide(ctx, r, chat.Action{ID: action, Value: value, Reason: modalValue(data, reasonInput), User: r.user()})
+}
+
+// decider is the core's pre-check of who may decide an approval
+// (chat.Core.MayDecide): "" or the refusal to show.
+type decider interface {
+	MayDecide(ctx context.Context, a chat.Action) string
+}
+
+// preCheckTimeout bounds the pre-check before a modal: the interaction
+// must be answered within 3 s, and the modal has to be that answer.
+const preCheckTimeout = 2 * time.Second
+
+// mayDecide asks the core whether act's user may decide, before a modal
+// is opened. When the thread or the core cannot tell in time, it lets the
+// click through: the core and the workflow still check on submit.
+func (a *Adapter) mayDecide(ctx context.Context, r *ireply, act chat.Action) string {
+	d, ok := a.core.(decider)
+	if !ok {
+		return ""
+	}
+	cctx, cancel := context.WithTimeout(ctx, preCheckTimeout)
+	defer cancel()
+	th, err := a.interactionThread(cctx, r.i)
+	if err != nil {
+		a.log.Warn("reject pre-check: channel lookup failed; opening the modal", "interaction_id", r.i.ID, "err", err)
+		return ""
+	}
+	if err := a.cfg.Authorize(act.User, th); err != nil {
+		return chat.UserMessage(err)
+	}
+	act.Thread = th
+	return d.MayDecide(cctx, act)
 }
 
 // decide hands an approval to the core, which answers refusals through

@@ -9,6 +9,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/internal/safetext"
 )
 
 // maxUpload caps an answer uploaded as a file (Discord's limit for bots
@@ -54,6 +55,7 @@ func (a *Adapter) Edit(ctx context.Context, th chat.Thread, ref string, c chat.C
 // parts), or, when longer, as its opening part with the whole answer
 // attached as answer.md. It returns the first message's ID.
 func (a *Adapter) PostText(ctx context.Context, th chat.Thread, markdown string) (string, error) {
+	markdown = safetext.Text(markdown)
 	parts := SplitMarkdown(markdown, MaxContent)
 	if len(parts) == 0 {
 		return "", errors.New("discord: post text: the text is blank")
@@ -88,6 +90,29 @@ func (a *Adapter) PostText(ctx context.Context, th chat.Thread, markdown string)
 		return "", fmt.Errorf("discord: post answer file in %s: %w", ch, err)
 	}
 	return msg.ID, nil
+}
+
+// Attach implements chat.Attacher: a message in th carrying the file,
+// with a line naming it. The core attaches a command too long for an
+// approval card before it shows the card.
+func (a *Adapter) Attach(ctx context.Context, th chat.Thread, f chat.Attachment) error {
+	if len(f.Content) > maxUpload {
+		return fmt.Errorf("discord: attach %s: %d bytes, more than %d", f.Name, len(f.Content), maxUpload)
+	}
+	title := f.Title
+	if title == "" {
+		title = f.Name
+	}
+	ch := target(th)
+	_, err := a.s.ChannelMessageSendComplex(ch, &discordgo.MessageSend{
+		Content:         clampPlain("📎 "+oneLine(safetext.Line(title))+": `"+f.Name+"`", MaxContent),
+		Files:           []*discordgo.File{{Name: f.Name, ContentType: "text/plain; charset=utf-8", Reader: strings.NewReader(f.Content)}},
+		AllowedMentions: noMentions(),
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("discord: attach %s in %s: %w", f.Name, ch, err)
+	}
+	return nil
 }
 
 // StartThread opens a public thread (without a starter message) in from's

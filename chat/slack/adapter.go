@@ -67,6 +67,7 @@ type identity struct {
 
 var (
 	_ chat.Poster        = (*Adapter)(nil)
+	_ chat.Attacher      = (*Adapter)(nil)
 	_ chat.ThreadStarter = (*Adapter)(nil)
 	_ chat.Mentioner     = (*Adapter)(nil)
 	_ chat.ThreadLinker  = (*Adapter)(nil)
@@ -112,6 +113,10 @@ func (a *Adapter) Budget() chat.Budget {
 		Limiter:         a.budget,
 		MaxButtonValue:  MaxButtonValue,
 		MaxCardChars:    3500,
+		// A command awaiting approval is one section's code block:
+		// 3,000 characters after escaping, less the fences.
+		MaxApprovalChars: maxSectionText - len(fenceOpen) - len(fenceClose) - 20,
+		MeasureCode:      CodeLen,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	slackgo "github.com/slack-go/slack"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/internal/safetext"
 )
 
 // Block Kit limits ToBlocks respects.
@@ -59,6 +60,14 @@ func ToBlocks(c chat.Card) ([]slackgo.Block, string) {
 				bs = append(bs, section(s))
 			}
 		case chat.BlockCode:
+			if b.Keep {
+				// A command awaiting approval: split over sections, never cut.
+				keep[len(bs)] = true
+				for _, part := range codeSections(b.Text, maxSectionText) {
+					bs = append(bs, section(part))
+				}
+				continue
+			}
 			bs = append(bs, section(codeBlock(b.Text, maxSectionText)))
 		case chat.BlockFields:
 			for i := 0; i < len(b.Fields); i += maxSectionFields {
@@ -111,10 +120,25 @@ func plain(text string) *slackgo.TextBlockObject {
 	return slackgo.NewTextBlockObject(slackgo.PlainTextType, text, true, false)
 }
 
+// CodeLen is the length of text inside a code block as ToBlocks writes
+// it (controls escaped, &, < and > as entities, fences broken), in the
+// units of Slack's limits. The core uses it to decide whether a command
+// awaiting approval fits a section whole.
+func CodeLen(text string) int {
+	lines := strings.Split(safetext.Text(text), "\n")
+	n := len(lines) - 1
+	for _, l := range lines {
+		n += TextLen(codeLine(l))
+	}
+	return n
+}
+
 // codeBlock renders preformatted text within max characters, keeping the
-// end (the latest output matters most) behind a "…" line when cut.
+// end (the latest output matters most) behind a "…" line when cut. Text
+// is neutralised first (chat/internal/safetext), so no control or bidi
+// character reaches Slack.
 func codeBlock(text string, max int) string {
-	text = strings.TrimRight(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
+	text = strings.TrimRight(safetext.Text(text), "\n")
 	if strings.TrimSpace(text) == "" {
 		return "_(no output)_"
 	}
@@ -147,6 +171,44 @@ func codeBlock(text string, max int) string {
 		kept[i], kept[j] = kept[j], kept[i]
 	}
 	return fenceOpen + more + strings.Join(kept, "\n") + fenceClose
+}
+
+// codeSections renders text as code blocks of at most max characters
+// each, splitting between lines (or inside one very long line), so that
+// all of it is shown.
+func codeSections(text string, max int) []string {
+	text = strings.TrimRight(safetext.Text(text), "\n")
+	budget := max - len(fenceOpen) - len(fenceClose)
+	var out, cur []string
+	used := 0
+	emit := func() {
+		if len(cur) > 0 {
+			out = append(out, fenceOpen+strings.Join(cur, "\n")+fenceClose)
+		}
+		cur, used = nil, 0
+	}
+	for _, l := range strings.Split(text, "\n") {
+		l = codeLine(l)
+		for TextLen(l) > budget {
+			emit()
+			head := measure.Prefix(l, budget)
+			if head == "" {
+				break
+			}
+			out = append(out, fenceOpen+head+fenceClose)
+			l = l[len(head):]
+		}
+		if used > 0 && used+1+TextLen(l) > budget {
+			emit()
+		}
+		if used > 0 {
+			used++
+		}
+		cur = append(cur, l)
+		used += TextLen(l)
+	}
+	emit()
+	return out
 }
 
 // tailRunes returns the end of s that fits n (TextLen), not starting

@@ -92,6 +92,14 @@ func (a *Adapter) onButton(ctx context.Context, cb slackgo.InteractionCallback, 
 		return reply(ctx, "You are not on this bot's list of allowed users.")
 	}
 	id := ActionIDOf(act.ActionID)
+	action := chat.Action{ID: id, Value: act.Value, User: user, Thread: th, Reply: reply}
+	if d, ok := a.core.(decider); ok && id == chat.ActionReject {
+		// Ask who may decide before the modal: a user who may not would
+		// otherwise type a reason only to be refused on submit.
+		if refusal := d.MayDecide(ctx, action); refusal != "" {
+			return reply(ctx, refusal)
+		}
+	}
 	if id == chat.ActionReject && cb.TriggerID != "" {
 		err := a.openRejectModal(ctx, cb.TriggerID, rejectMeta{Value: act.Value, Team: th.Workspace, Channel: th.Channel, Thread: th.Thread, Action: id})
 		if err == nil {
@@ -101,7 +109,13 @@ func (a *Adapter) onButton(ctx context.Context, cb slackgo.InteractionCallback, 
 		// than lose the click.
 		a.log.Warn("slack: reject modal failed; rejecting without a reason", "thread_id", th.ID(), "err", err)
 	}
-	return a.core.HandleAction(ctx, a, chat.Action{ID: id, Value: act.Value, User: user, Thread: th, Reply: reply})
+	return a.core.HandleAction(ctx, a, action)
+}
+
+// decider is the core's pre-check of who may decide an approval
+// (chat.Core.MayDecide): "" or the refusal to show.
+type decider interface {
+	MayDecide(ctx context.Context, a chat.Action) string
 }
 
 func (a *Adapter) openRejectModal(ctx context.Context, trigger string, meta rejectMeta) error {

@@ -3,6 +3,8 @@ package slack
 import (
 	"regexp"
 	"strings"
+
+	"github.com/sandbot/sandbot/chat/internal/safetext"
 )
 
 // Mrkdwn converts the Markdown models write into Slack's mrkdwn:
@@ -20,8 +22,12 @@ import (
 // Inside code nothing else changes, except that a "```" within code gets a
 // zero-width space so it cannot end Slack's block early. An unclosed fence
 // is closed at the end, so the result's fences are always balanced.
+//
+// Controls, escape sequences and bidirectional overrides in md are shown
+// as visible escapes first (chat/internal/safetext): model text cannot
+// hide or reorder what a message shows.
 func Mrkdwn(md string) string {
-	md = strings.ReplaceAll(md, "\r\n", "\n")
+	md = safetext.Text(md)
 	lines := strings.Split(md, "\n")
 	out := make([]string, 0, len(lines))
 	for i := 0; i < len(lines); i++ {
