@@ -93,7 +93,7 @@ func TestValidationNamesTheVariable(t *testing.T) {
 		{"negative idle", []string{"SANDBOT_SESSION_IDLE_SUSPEND", "-1m"}, RoleWorker, "SANDBOT_SESSION_IDLE_SUSPEND", "0 (off)"},
 		{"unknown backend", []string{"SANDBOT_SANDBOX_BACKENDS", "local,vm"}, RoleWorker, "SANDBOT_SANDBOX_BACKENDS", `"vm" is not a backend`},
 		{"default not served", []string{"SANDBOT_SANDBOX_DEFAULT", "docker"}, RoleBot, "SANDBOT_SANDBOX_DEFAULT", "not in SANDBOT_SANDBOX_BACKENDS"},
-		{"docker as root", []string{"SANDBOT_SANDBOX_BACKENDS", "local,docker", "SANDBOT_DOCKER_USER", "0:0"}, RoleWorker, "SANDBOT_DOCKER_USER", "is root"},
+		{"docker as root", []string{"SANDBOT_SANDBOX_BACKENDS", "local,docker", "SANDBOT_DOCKER_USER", "0:0"}, RoleWorker, "SANDBOT_DOCKER_USER", "runs as root"},
 		{"docker host network", []string{"SANDBOT_SANDBOX_BACKENDS", "docker", "SANDBOT_SANDBOX_DEFAULT", "docker", "SANDBOT_DOCKER_NETWORK", "host"}, RoleWorker, "SANDBOT_DOCKER_NETWORK", "use none, bridge"},
 		{"docker memory", []string{"SANDBOT_SANDBOX_BACKENDS", "local,docker", "SANDBOT_DOCKER_MEMORY", "1m"}, RoleWorker, "SANDBOT_DOCKER_MEMORY", "at least 6m"},
 		{"slack token prefix", []string{"SANDBOT_SLACK_BOT_TOKEN", "xoxp-1-secretpart", "SANDBOT_SLACK_APP_TOKEN", "xapp-1"}, RoleBot, "SANDBOT_SLACK_BOT_TOKEN", "starts with xoxp-; use a token that starts with xoxb-"},
@@ -224,5 +224,27 @@ func TestDecisionKeyIsRequiredByBotAndWorker(t *testing.T) {
 	// cmd/dev makes its own per run when none is set.
 	if err := loadEnv(t, "SANDBOT_DECISION_KEY", "").Validate(RoleDev); err != nil {
 		t.Errorf("dev: %v", err)
+	}
+}
+
+// The docker settings the README says are refused stop a worker that
+// serves docker at start-up, each naming its variable.
+func TestBadDockerSettingsStopTheWorker(t *testing.T) {
+	for _, tc := range []struct{ name, value string }{
+		{"SANDBOT_DOCKER_USER", "root"},
+		{"SANDBOT_DOCKER_USER", "0"},
+		{"SANDBOT_DOCKER_USER", "0:1000"},
+		{"SANDBOT_DOCKER_USER", "1000:0"},
+		{"SANDBOT_DOCKER_NETWORK", "host"},
+		{"SANDBOT_DOCKER_NETWORK", "container:abc"},
+		{"SANDBOT_DOCKER_PIDS_LIMIT", "-1"},
+		{"SANDBOT_DOCKER_CPUS", "-2"},
+		{"SANDBOT_DOCKER_MEMORY", "1k"},
+	} {
+		c := loadEnv(t, "SANDBOT_SANDBOX_BACKENDS", "local,docker", tc.name, tc.value)
+		err := c.Validate(RoleWorker)
+		if err == nil || !strings.Contains(err.Error(), tc.name+": ") {
+			t.Errorf("%s=%s: worker validation said %v", tc.name, tc.value, err)
+		}
 	}
 }

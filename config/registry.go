@@ -361,8 +361,8 @@ var coreVars = []Var{
 				switch {
 				case err != nil || uid < 0 || gid < 0:
 					p.add("%q is not numeric; use uid or uid:gid, such as 1000:1000", u)
-				case uid == 0:
-					p.add("%q is root; use a non-root uid:gid such as 1000:1000", u)
+				case uid == 0 || gid == 0:
+					p.add("%q runs as root or the root group; use a non-root uid:gid such as 1000:1000", u)
 				}
 			}
 		})},

@@ -234,8 +234,8 @@ func parseUser(s string) (uid, gid int, err error) {
 	if err != nil || uid < 0 || gid < 0 {
 		return 0, 0, fmt.Errorf("user %q: want a numeric \"uid\" or \"uid:gid\" (e.g. %q)", s, DefaultUser)
 	}
-	if uid == 0 {
-		return 0, 0, fmt.Errorf("user %q is root; sandboxes run as a non-root user (e.g. %q)", s, DefaultUser)
+	if uid == 0 || gid == 0 {
+		return 0, 0, fmt.Errorf("user %q is root or the root group; sandboxes run as a non-root user and group (e.g. %q)", s, DefaultUser)
 	}
 	return uid, gid, nil
 }
