@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandbot/sandbot/sandbox"
 	"github.com/sandbot/sandbot/session"
 	openai "github.com/sashabaranov/go-openai"
 	"go.temporal.io/sdk/activity"
@@ -26,8 +27,31 @@ import (
 //
 // It is safe for concurrent use.
 type Activities struct {
+	// Redactor, when set, scrubs the worker's secrets (set it before the
+	// activities are registered): from the answer, the tool calls and the
+	// error texts the activity returns, which enter workflow history, chat
+	// cards and the sandbox (a tool call's arguments are the commands it
+	// runs); and from the transcript it sends, so that a secret that got
+	// into a session some other way (pasted by a person, recorded before
+	// scrubbing existed) does not reach the model either.
+	Redactor Redactor
+
 	cfg    Config
 	client *openai.Client
+}
+
+// Redactor replaces known secrets in a text (redact.Redactor implements
+// it).
+type Redactor interface {
+	Redact(s string) string
+}
+
+// scrub is a.Redactor.Redact, or s unchanged without a redactor.
+func (a *Activities) scrub(s string) string {
+	if a.Redactor == nil {
+		return s
+	}
+	return a.Redactor.Redact(s)
 }
 
 // NewActivities validates cfg and builds the client. It fails with a message
@@ -50,7 +74,8 @@ func NewActivities(cfg Config) (*Activities, error) {
 // by Classify: non-retryable ApplicationErrors for auth, missing model and
 // bad requests; retryable ones, honouring Retry-After, for rate limits,
 // server and network failures.
-func (a *Activities) Complete(ctx context.Context, req ModelRequest) (ModelResponse, error) {
+func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelResponse, err error) {
+	defer func() { err = sandbox.RedactError(a.Redactor, err) }()
 	if len(req.Messages) == 0 {
 		return ModelResponse{}, nonRetryable("model request has no messages", ErrTypeModelBadRequest, "agent: complete: empty transcript")
 	}
@@ -64,14 +89,18 @@ func (a *Activities) Complete(ctx context.Context, req ModelRequest) (ModelRespo
 		Model:    a.cfg.Model,
 		Messages: toWire(a.cfg.SystemPrompt, req.Messages),
 	}
+	for i := range chatReq.Messages {
+		m := &chatReq.Messages[i]
+		m.Content = a.scrub(m.Content)
+		for j := range m.ToolCalls {
+			m.ToolCalls[j].Function.Arguments = a.scrub(m.ToolCalls[j].Function.Arguments)
+		}
+	}
 	if !req.DisableTools {
 		chatReq.Tools = []openai.Tool{{Type: openai.ToolTypeFunction, Function: ptr(ShellTool())}}
 	}
 
-	var (
-		resp ModelResponse
-		err  error
-	)
+	var resp ModelResponse
 	if a.cfg.Stream {
 		resp, err = a.stream(callCtx, chatReq)
 	} else {
@@ -91,6 +120,12 @@ func (a *Activities) Complete(ctx context.Context, req ModelRequest) (ModelRespo
 		// Some servers call tools even when none are offered; the caller
 		// asked for a plain answer and will not run them.
 		resp.ToolCalls = nil
+	}
+	resp.Content = a.scrub(resp.Content)
+	resp.FinishReason = a.scrub(resp.FinishReason)
+	for i := range resp.ToolCalls {
+		tc := &resp.ToolCalls[i]
+		tc.ID, tc.Name, tc.Arguments = a.scrub(tc.ID), a.scrub(tc.Name), a.scrub(tc.Arguments)
 	}
 	return resp, nil
 }

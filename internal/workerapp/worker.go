@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/config"
+	"github.com/sandbot/sandbot/redact"
 	"github.com/sandbot/sandbot/sandbox"
 	"github.com/sandbot/sandbot/sandbox/blobstore"
 	"github.com/sandbot/sandbot/sandbox/local"
@@ -73,6 +74,11 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 		}
 		models = m
 	}
+	red := redact.New(secrets(cfg)...)
+	if short := red.Skipped(); len(short) > 0 {
+		log.Warn("secrets too short to be redacted from agent output", "settings", short, "min_bytes", redact.MinLen)
+	}
+	models.Redactor = red
 	store, err := blobstore.Open(ctx, cfg.Sandbox.SnapshotURL)
 	if err != nil {
 		return nil, fmt.Errorf("worker: snapshot store %s: %w", cfg.Sandbox.SnapshotURL, err)
@@ -94,7 +100,7 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 	}
 	w.Served = byName.Names()
 	w.backends = backends
-	acts := &sandbox.Activities{Backends: byName, Store: store, HostQueue: w.HostQueue, Logger: log}
+	acts := &sandbox.Activities{Backends: byName, Store: store, HostQueue: w.HostQueue, Logger: log, Redactor: red}
 
 	wo := opts.Temporal
 	if wo.MaxHeartbeatThrottleInterval == 0 {
