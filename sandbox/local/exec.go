@@ -24,7 +24,10 @@ import (
 const wrapper = `(read x <&3; kill -s KILL 0) </dev/null >/dev/null 2>&1 &
 exec /bin/sh -c "$1" 3<&-`
 
-// Exec runs c.Command with /bin/sh -c in the workspace root.
+// Exec runs c.Command with /bin/sh -c in the workspace root, confined
+// (see Options.Unconfined) in its own namespaces: once the command's shell
+// exits, its PID namespace dies and takes every process of the command
+// along, setsid'd ones included.
 //
 // The exit code is the command's; a command killed by a signal reports
 // 128+signal (137 for the SIGKILL of a timeout or cancellation), as a shell
@@ -37,8 +40,10 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 	if err := ctx.Err(); err != nil {
 		return sandbox.Result{}, fmt.Errorf("local: exec: %w", err)
 	}
-	if err := os.MkdirAll(tmp, 0o700); err != nil {
-		return sandbox.Result{}, fmt.Errorf("local: exec: temp dir: %w", err)
+	if b.conf == nil {
+		if err := os.MkdirAll(tmp, 0o700); err != nil {
+			return sandbox.Result{}, fmt.Errorf("local: exec: temp dir: %w", err)
+		}
 	}
 	timeout := c.Timeout
 	if timeout <= 0 {
@@ -55,9 +60,32 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 	}
 	defer p.closeAll()
 
-	cmd := exec.Command(b.shell, "-c", wrapper, "sandbot-sh", c.Command)
+	var cmd *exec.Cmd
+	if b.conf == nil {
+		cmd = exec.Command(b.shell, "-c", wrapper, "sandbot-sh", c.Command)
+		cmd.Env = b.commandEnv(ws, tmp)
+	} else {
+		args := b.conf.command(ws, b.shell, wrapper, c.Command)
+		if b.conf.pidsBase != "" {
+			cg, err := b.conf.pidsCgroup(b.opts.MaxProcesses)
+			if err != nil {
+				return sandbox.Result{}, fmt.Errorf("local: exec: pids cgroup: %w", err)
+			}
+			defer func() {
+				if err := removeCgroup(cg); err != nil {
+					b.log.Warn("local: cannot remove a command's pids cgroup", "cgroup", cg, "error", err)
+				}
+			}()
+			// The shell joins the cgroup and then becomes bwrap, so every
+			// process of the command is born inside it.
+			args = append([]string{"-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cg, b.conf.bwrap}, args...)
+			cmd = exec.Command(b.shell, args...)
+		} else {
+			cmd = exec.Command(b.conf.bwrap, args...)
+		}
+		cmd.Env = b.commandEnv(ws, "/tmp")
+	}
 	cmd.Dir = ws
-	cmd.Env = b.commandEnv(ws, tmp)
 	cmd.Stdout, cmd.Stderr = p.outW, p.errW
 	cmd.ExtraFiles = []*os.File{p.watchR}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -1,27 +1,38 @@
-// Package local is the sandbox backend that runs commands as plain
-// processes on the worker host, one workspace directory per session.
+// Package local is the sandbox backend that runs commands as processes
+// on the worker host, one workspace directory per session, each command
+// confined with bubblewrap (bwrap).
 //
-// What it confines, and what it does not. A local sandbox is a shell on the
-// worker host running as the worker's user; treat it as trusted-user
-// tooling, not as isolation from a hostile model. It does:
-//   - run every command in its session's own directory, with HOME and
-//     TMPDIR pointing inside the backend's root;
-//   - build the environment from scratch (PATH, HOME, LANG, TERM, TMPDIR
-//     and the configured extras), so worker secrets such as the model API
-//     key or chat tokens never reach a command;
-//   - put each command in its own process group and kill the whole group
-//     on timeout, on cancellation, when the command finishes (background
-//     jobs do not outlive the command that started them) and when the
-//     worker dies;
-//   - bound the output it keeps in memory;
-//   - refuse snapshot entries that would be written outside the workspace.
+// What it confines. Every command runs in new user, mount, PID, IPC, UTS
+// (and, where the kernel has them, cgroup) namespaces and, unless
+// Options.Network, a network namespace of its own with only loopback:
+//   - it runs as uid 1000 with no capabilities and no_new_privs (setuid
+//     bits do nothing); the user namespace maps that uid to the worker's,
+//     so files it creates belong to the worker on the host;
+//   - it sees its workspace read-write at the workspace's host path, /usr
+//     and the /bin, /lib* links read-only, an allowlisted, read-only /etc
+//     (no shadow, sudoers, ssh or TLS keys; generated passwd and group), a
+//     private memory-backed /tmp, a minimal /dev and a /proc of its own PID
+//     namespace, so no worker process (and no worker environment) is
+//     visible; nothing else: not the data directory, not other workspaces,
+//     not the home directory;
+//   - it cannot make namespaces of its own (no mount, no unshare);
+//   - the environment is built from scratch (PATH, HOME, LANG, TERM,
+//     TMPDIR and the configured extras), so worker secrets never reach it;
+//   - limits: processes per command (RLIMIT_NPROC, or a pids cgroup for a
+//     root worker, which RLIMIT_NPROC does not bind), data segment per
+//     process (RLIMIT_DATA), no core dumps, the size of /tmp, the command
+//     timeout and the output kept in memory; CPU time is bounded by the
+//     timeout only, and workspace disk use is not bounded here;
+//   - a command ends with everything it started: the PID namespace dies
+//     with its init when the command's shell exits, on timeout, on
+//     cancellation and when the worker dies (bwrap --die-with-parent).
 //
-// It does not restrict the file system (a command can read or write
-// anything the worker's user can), the network, CPU, memory or process
-// counts, and a process that leaves the group on purpose (setsid) escapes
-// the group kill; Destroy and Create still find such strays by the
-// SANDBOT_SANDBOX variable every command carries, unless they clear their
-// environment. Use the docker backend when isolation matters.
+// Where bubblewrap is missing or the kernel forbids the namespaces, New
+// fails with ErrCannotConfine, unless Options.Unconfined is set: then
+// commands run as before confinement, as the worker's user on the whole
+// host, in a process group killed as a whole (Describe says so). Export,
+// Import and Fingerprint run on the host side and never follow symlinks
+// out of the workspace.
 package local
 
 import (
@@ -35,6 +46,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,6 +92,25 @@ type Options struct {
 	// Logger receives warnings (stray processes, unreadable files). Default
 	// slog.Default().
 	Logger *slog.Logger
+
+	// Unconfined runs commands without namespaces, as the worker's user
+	// with the worker's view of the host. Only for hosts that cannot
+	// confine (New logs a warning).
+	Unconfined bool
+	// Network shares the host's network with confined commands instead of
+	// giving them their own loopback only (New logs a warning).
+	Network bool
+	// Bwrap is the bubblewrap binary (default: bwrap on the worker's PATH).
+	Bwrap string
+	// MaxProcesses bounds the processes and threads of one confined
+	// command (default DefaultMaxProcesses).
+	MaxProcesses int
+	// MaxDataBytes bounds each confined process's data segment (default
+	// DefaultMaxDataBytes).
+	MaxDataBytes int64
+	// TmpSize bounds a confined command's /tmp and /dev/shm (default
+	// DefaultTmpSize).
+	TmpSize int64
 }
 
 // Backend runs sandboxes as directories under Options.Root. It keeps no
@@ -94,6 +125,8 @@ type Backend struct {
 	instance string // identity of root, see rootInstance
 	log      *slog.Logger
 	shell    string
+	conf     *confinement // nil when unconfined
+	describe string
 }
 
 var (
@@ -113,8 +146,18 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: new: root %q: %w", opts.Root, err)
 	}
-	if opts.DefaultTimeout < 0 || opts.DefaultOutputCap < 0 || opts.OutputGrace < 0 {
-		return nil, errors.New("local: new: DefaultTimeout, DefaultOutputCap and OutputGrace must not be negative (zero means the default)")
+	if opts.DefaultTimeout < 0 || opts.DefaultOutputCap < 0 || opts.OutputGrace < 0 ||
+		opts.MaxProcesses < 0 || opts.MaxDataBytes < 0 || opts.TmpSize < 0 {
+		return nil, errors.New("local: new: DefaultTimeout, DefaultOutputCap, OutputGrace, MaxProcesses, MaxDataBytes and TmpSize must not be negative (zero means the default)")
+	}
+	if opts.MaxProcesses == 0 {
+		opts.MaxProcesses = DefaultMaxProcesses
+	}
+	if opts.MaxDataBytes == 0 {
+		opts.MaxDataBytes = DefaultMaxDataBytes
+	}
+	if opts.TmpSize == 0 {
+		opts.TmpSize = DefaultTmpSize
 	}
 	if opts.DefaultTimeout == 0 {
 		opts.DefaultTimeout = session.DefaultCommandTimeout
@@ -161,8 +204,27 @@ func New(opts Options) (*Backend, error) {
 	if b.instance, err = rootInstance(root); err != nil {
 		return nil, fmt.Errorf("local: new: %w", err)
 	}
+	if opts.Unconfined {
+		b.describe = "UNCONFINED: commands run as the worker's user (uid " + strconv.Itoa(os.Geteuid()) +
+			") and see the whole host: its files, processes and network"
+		b.log.Warn("local: sandbox confinement is off; commands run as the worker's user with access to the host's files, processes and network")
+		return b, nil
+	}
+	if b.conf, err = b.prepareConfinement(); err != nil {
+		return nil, fmt.Errorf("local: new: %w", err)
+	}
+	b.describe = b.conf.describe
+	if opts.Network {
+		b.log.Warn("local: confined commands share the host's network; they can reach every service the worker can, the Temporal frontend included")
+	}
 	return b, nil
 }
+
+// Describe says how commands are confined, for /status and the logs.
+func (b *Backend) Describe() string { return b.describe }
+
+// Confined reports whether commands run confined.
+func (b *Backend) Confined() bool { return b.conf != nil }
 
 // instanceFile names the file holding the root's identity.
 const instanceFile = ".instance"

@@ -74,7 +74,7 @@ func TestEnvironmentIsScrubbed(t *testing.T) {
 	ws := filepath.Join(b.Root(), h.ID)
 	want := map[string]string{
 		"PATH": DefaultPath, "HOME": ws, "LANG": "en_US.UTF-8", "TERM": "dumb",
-		"TMPDIR": filepath.Join(b.Root(), ".tmp", h.ID), "SANDBOT_SANDBOX": ws, "EXTRA_VAR": "extra value",
+		"TMPDIR": "/tmp", "SANDBOT_SANDBOX": ws, "EXTRA_VAR": "extra value",
 	}
 	for k, v := range want {
 		if vars[k] != v {
@@ -130,8 +130,11 @@ func waitGone(t *testing.T, what string, pid int) {
 	}
 }
 
-func TestFinishedCommandTakesItsBackgroundJobsAlong(t *testing.T) {
-	b := newBackend(t, Options{})
+// Unconfined, a command's processes are tracked by host PID: the process
+// group and the marker sweep are what end them.
+
+func TestUnconfinedFinishedCommandTakesItsBackgroundJobsAlong(t *testing.T) {
+	b := newBackend(t, Options{Unconfined: true})
 	h := sandboxtest.NewSandbox(t, b)
 	res := sandboxtest.Exec(t, b, h, sandbox.Cmd{Command: "sleep 300 & echo $! > bg.pid; echo done"})
 	if res.ExitCode != 0 || res.Stdout != "done\n" || res.TimedOut {
@@ -140,8 +143,8 @@ func TestFinishedCommandTakesItsBackgroundJobsAlong(t *testing.T) {
 	waitGone(t, "background job of a finished command", readPID(t, filepath.Join(h.Workdir, "bg.pid")))
 }
 
-func TestEscapedProcessDoesNotHangExecAndDiesWithSandbox(t *testing.T) {
-	b := newBackend(t, Options{OutputGrace: 100 * time.Millisecond})
+func TestUnconfinedEscapedProcessDoesNotHangExecAndDiesWithSandbox(t *testing.T) {
+	b := newBackend(t, Options{OutputGrace: 100 * time.Millisecond, Unconfined: true})
 	h := sandboxtest.NewSandbox(t, b)
 	// setsid leaves the process group, so only the output grace period
 	// ends the read, and only the marker sweep finds the process.
@@ -162,17 +165,83 @@ while [ "$(cat /proc/$pid/comm)" != sleep ]; do :; done; echo started`})
 	waitGone(t, "escaped process after Destroy", pid)
 }
 
+// Confined, PIDs inside are the namespace's own, so the tests find the
+// command's processes from the host by a unique argument.
+
+// hostProcs returns the host PIDs of live processes with arg among their
+// arguments (zombies excluded).
+func hostProcs(t testing.TB, arg string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !slices.Contains(strings.Split(string(cmdline), "\x00"), arg) || processGone(pid) {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// uniqueSleep is a sleep duration no other test uses, to find the process.
+func uniqueSleep(t testing.TB) string {
+	return strconv.Itoa(3_000_000 + int(time.Now().UnixNano()%1_000_000))
+}
+
+// startedSleeps is shell that waits until n background sleeps (PIDs in
+// $p1..$pn) have exec'd, so the command does not end before they exist.
+const waitSleeps = `for p in $pids; do while [ "$(cat /proc/$p/comm 2>/dev/null)" != sleep ]; do :; done; done`
+
+func TestFinishedCommandTakesEverythingAlong(t *testing.T) {
+	b := newBackend(t, Options{OutputGrace: time.Minute})
+	h := sandboxtest.NewSandbox(t, b)
+	bg, esc := uniqueSleep(t), uniqueSleep(t)+"1"
+	// A background job, and one that left the session and process group
+	// (setsid), which escaped the unconfined backend until Destroy.
+	res := sandboxtest.Exec(t, b, h, sandbox.Cmd{Command: "sleep " + bg + " & pids=$!; setsid sleep " + esc + " & pids=\"$pids $!\"; " + waitSleeps + "; echo started"})
+	if res.ExitCode != 0 || res.Stdout != "started\n" || res.TimedOut {
+		t.Fatalf("got %+v", res)
+	}
+	// No waiting: the PID namespace is gone once Exec returns.
+	for _, arg := range []string{bg, esc} {
+		if pids := hostProcs(t, arg); len(pids) != 0 {
+			t.Errorf("sleep %s outlived its command: host pids %v", arg, pids)
+		}
+	}
+}
+
+func TestTimeoutTakesEverythingAlong(t *testing.T) {
+	b := newBackend(t, Options{})
+	h := sandboxtest.NewSandbox(t, b)
+	esc := uniqueSleep(t)
+	res := sandboxtest.Exec(t, b, h, sandbox.Cmd{Command: "setsid sleep " + esc + " & pids=$!; " + waitSleeps + "; echo started; sleep 600", Timeout: 2 * time.Second})
+	if !res.TimedOut || res.Stdout != "started\n" {
+		t.Fatalf("got %+v", res)
+	}
+	if pids := hostProcs(t, esc); len(pids) != 0 {
+		t.Errorf("setsid sleep outlived its timed-out command: host pids %v", pids)
+	}
+}
+
 // TestMain doubles as a stand-in worker for TestWorkerDeathKillsCommandTree:
 // run with SANDBOT_LOCAL_HELPER_ROOT set, the test binary starts a command
 // in a sandbox under that root and waits to be killed.
 func TestMain(m *testing.M) {
 	if root := os.Getenv("SANDBOT_LOCAL_HELPER_ROOT"); root != "" {
-		os.Exit(helperWorker(root))
+		os.Exit(helperWorker(root, os.Getenv("SANDBOT_LOCAL_HELPER_SLEEP")))
 	}
 	os.Exit(m.Run())
 }
 
-func helperWorker(root string) int {
+func helperWorker(root, sleep string) int {
 	b, err := New(Options{Root: root})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -184,7 +253,7 @@ func helperWorker(root string) int {
 		return 2
 	}
 	_, err = b.Exec(context.Background(), h, sandbox.Cmd{
-		Command: "sleep 300 & echo $! > bg.pid; echo $$ > sh.pid; sleep 300",
+		Command: "sleep " + sleep + " & pids=$!; setsid sleep " + sleep + " & pids=\"$pids $!\"; sleep " + sleep + " & pids=\"$pids $!\"; " + waitSleeps + "; touch started; wait",
 		Timeout: time.Hour,
 	})
 	fmt.Fprintln(os.Stderr, "the command ended before the worker was killed:", err)
@@ -193,17 +262,18 @@ func helperWorker(root string) int {
 
 func TestWorkerDeathKillsCommandTree(t *testing.T) {
 	root := t.TempDir()
+	sleep := uniqueSleep(t)
 	worker := exec.Command(os.Args[0])
-	worker.Env = append(os.Environ(), "SANDBOT_LOCAL_HELPER_ROOT="+root)
+	worker.Env = append(os.Environ(), "SANDBOT_LOCAL_HELPER_ROOT="+root, "SANDBOT_LOCAL_HELPER_SLEEP="+sleep)
+	worker.Stderr = os.Stderr
 	if err := worker.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = worker.Process.Kill() })
 	ws := filepath.Join(root, dirName("helper"))
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		_, err1 := os.Stat(filepath.Join(ws, "bg.pid"))
-		_, err2 := os.Stat(filepath.Join(ws, "sh.pid"))
-		if err1 == nil && err2 == nil {
+		if _, err := os.Stat(filepath.Join(ws, "started")); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -212,16 +282,37 @@ func TestWorkerDeathKillsCommandTree(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	bg, sh := readPID(t, filepath.Join(ws, "bg.pid")), readPID(t, filepath.Join(ws, "sh.pid"))
-	if processGone(bg) || processGone(sh) {
-		t.Fatal("command processes gone before the worker died; the test proves nothing")
+	pids := hostProcs(t, sleep)
+	if len(pids) != 3 {
+		t.Fatalf("want the command's 3 sleeps running before the worker dies, found %v", pids)
 	}
 	if err := worker.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = worker.Wait()
-	waitGone(t, "the command's shell after the worker died", sh)
-	waitGone(t, "the command's background job after the worker died", bg)
+	for _, pid := range pids {
+		waitGone(t, "a process of the command after the worker died", pid)
+	}
+	// Once its last process is gone, the next backend on the root sweeps
+	// the dead worker's pids cgroup.
+	again := newBackend(t, Options{Root: root})
+	if again.conf.pidsBase == "" {
+		return
+	}
+	left, _ := filepath.Glob(filepath.Join(again.conf.pidsBase, again.conf.pidsPrefix+"*"))
+	for _, cg := range left {
+		deadline := time.Now().Add(30 * time.Second)
+		for procs, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs")); len(procs) > 0; procs, _ = os.ReadFile(filepath.Join(cg, "cgroup.procs")) {
+			if time.Now().After(deadline) {
+				t.Fatalf("processes of the dead worker's command still run: %s", procs)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	again = newBackend(t, Options{Root: root})
+	if left, _ := filepath.Glob(filepath.Join(again.conf.pidsBase, again.conf.pidsPrefix+"*")); len(left) != 0 {
+		t.Errorf("pids cgroups of the dead worker left behind: %v", left)
+	}
 }
 
 func TestSignalExitCode(t *testing.T) {

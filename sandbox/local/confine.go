@@ -1,0 +1,299 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrCannotConfine is wrapped by New when commands cannot be confined on
+// this host (bubblewrap missing, user namespaces forbidden) and
+// Options.Unconfined is not set. The assembly that builds the backend
+// names the setting that opts into unconfined mode.
+var ErrCannotConfine = errors.New("commands cannot be confined on this host")
+
+// Defaults for the confinement's resource limits.
+const (
+	// DefaultMaxProcesses bounds the processes and threads of one command
+	// tree. Generous, because compilers and test runners are thread-heavy.
+	DefaultMaxProcesses = 2048
+	// DefaultMaxDataBytes bounds each process's data segment (RLIMIT_DATA:
+	// heap and private writable mappings, not reserved address space, so
+	// runtimes that reserve large virtual ranges still start).
+	DefaultMaxDataBytes = 4 << 30
+	// DefaultTmpSize bounds the private /tmp of a command (memory-backed).
+	DefaultTmpSize = 512 << 20
+)
+
+// sandboxUID is who commands run as inside the user namespace. The
+// namespace maps it to the worker's own uid and nothing else, so files a
+// command creates are the worker's on the host, and the command holds no
+// capability outside its namespaces.
+const sandboxUID = 1000
+
+// etcAllowed are the /etc entries a command sees: what the C library,
+// TLS and the shells read. Everything else in /etc stays out (shadow,
+// gshadow, sudoers, ssh host keys, TLS private keys, /etc/environment,
+// credentials that packages drop there): an allowlist, because a denylist
+// misses whatever the next package installs. passwd and group are
+// generated (see writeIdentity).
+var etcAllowed = []string{
+	"alternatives", "bash.bashrc", "ca-certificates.conf", "debian_version",
+	"gai.conf", "host.conf", "hosts", "inputrc", "ld.so.cache", "ld.so.conf",
+	"ld.so.conf.d", "localtime", "magic", "magic.mime", "mime.types",
+	"networks", "nsswitch.conf", "os-release", "profile", "protocols",
+	"resolv.conf", "services", "ssl/certs", "ssl/openssl.cnf", "timezone",
+}
+
+// confinement is the prepared bwrap invocation: everything but the
+// per-command workspace binding.
+type confinement struct {
+	bwrap    string
+	args     []string // bwrap options up to (not including) the workspace bind
+	limits   string   // shell prefix applying the rlimits
+	pidsBase string   // pids cgroup under which each command gets its own, or ""
+	// pidsPrefix names this root's command cgroups (so a sweep leaves
+	// other roots' alone).
+	pidsPrefix string
+	describe   string
+}
+
+// prepareConfinement builds the bwrap arguments and checks, by running a
+// probe command, that the kernel allows them.
+func (b *Backend) prepareConfinement() (*confinement, error) {
+	o := b.opts
+	bw := o.Bwrap
+	if bw == "" {
+		p, err := exec.LookPath("bwrap")
+		if err != nil {
+			return nil, fmt.Errorf("%w: bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt-get install bubblewrap)", ErrCannotConfine)
+		}
+		bw = p
+	}
+	if _, err := os.Stat(bw); err != nil {
+		return nil, fmt.Errorf("%w: bubblewrap at %s: %w", ErrCannotConfine, bw, err)
+	}
+	etc := filepath.Join(b.root, ".etc")
+	if err := writeIdentity(etc); err != nil {
+		return nil, fmt.Errorf("local: new: sandbox /etc: %w", err)
+	}
+	namespaces := []string{"user", "mnt", "pid", "ipc", "uts", "cgroup"}
+	args := []string{
+		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--disable-userns", // no nested namespaces: no mount, no regained capabilities
+		"--die-with-parent", "--new-session",
+		"--uid", strconv.Itoa(sandboxUID), "--gid", strconv.Itoa(sandboxUID),
+		"--hostname", "sandbot",
+	}
+	if o.Network {
+		args = append(args, "--share-net")
+	} else {
+		args = append(args, "--unshare-net")
+		namespaces = append(namespaces, "net")
+	}
+	args = append(args, "--ro-bind", "/usr", "/usr")
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+			continue
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(d)
+			if err != nil {
+				return nil, fmt.Errorf("local: new: %w", err)
+			}
+			args = append(args, "--symlink", target, d)
+		case fi.IsDir():
+			args = append(args, "--ro-bind", d, d)
+		}
+	}
+	for _, e := range etcAllowed {
+		args = append(args, "--ro-bind-try", "/etc/"+e, "/etc/"+e)
+	}
+	args = append(args,
+		"--ro-bind", filepath.Join(etc, "passwd"), "/etc/passwd",
+		"--ro-bind", filepath.Join(etc, "group"), "/etc/group",
+		"--symlink", "/proc/self/mounts", "/etc/mtab",
+		"--proc", "/proc",
+		"--dev", "/dev",
+		"--perms", "1777", "--size", strconv.FormatInt(o.TmpSize, 10), "--tmpfs", "/dev/shm",
+		"--perms", "1777", "--size", strconv.FormatInt(o.TmpSize, 10), "--tmpfs", "/tmp",
+	)
+	c := &confinement{bwrap: bw, args: args}
+	// RLIMIT_NPROC does not bind a user that the namespace maps to host
+	// root (the kernel exempts root's processes), so a root worker bounds
+	// processes with a pids cgroup when it can make one.
+	procLimit := "rlimit"
+	if os.Geteuid() == 0 {
+		procLimit = "none"
+		if base, err := pidsCgroupBase(); err == nil {
+			c.pidsBase, c.pidsPrefix = base, "sandbot-"+b.instance+"-"
+			c.sweepCgroups()
+			procLimit = "pids cgroup"
+		} else {
+			b.log.Warn("local: no writable pids cgroup; a root worker cannot bound the processes of a command (RLIMIT_NPROC does not bind root)", "error", err)
+		}
+	}
+	c.limits = fmt.Sprintf("ulimit -c 0 && { ulimit -u %[1]d 2>/dev/null || ulimit -p %[1]d; } && ulimit -d %[2]d || { echo 'sandbot: cannot apply resource limits' >&2; exit 126; }\n",
+		o.MaxProcesses, o.MaxDataBytes>>10)
+	net := "no network"
+	if o.Network {
+		net = "host network shared"
+	}
+	procs := fmt.Sprintf("%d processes (%s)", o.MaxProcesses, procLimit)
+	if procLimit == "none" {
+		procs = "processes not limited"
+	}
+	c.describe = fmt.Sprintf("confined (bubblewrap): namespaces %s; %s; uid %d; limits: %s, %d MiB data per process, %d MiB /tmp, command timeout",
+		strings.Join(namespaces, ","), net, sandboxUID, procs, o.MaxDataBytes>>20, o.TmpSize>>20)
+	if err := b.probe(c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// probe runs `true` the way Exec runs commands, so a kernel or container
+// that forbids the namespaces is found at start, not at the first command.
+func (b *Backend) probe(c *confinement) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	probeDir := filepath.Join(b.root, ".probe")
+	if err := os.MkdirAll(probeDir, 0o700); err != nil {
+		return fmt.Errorf("local: new: %w", err)
+	}
+	defer os.Remove(probeDir)
+	args := append(append([]string{}, c.args...), "--bind", probeDir, probeDir, "--chdir", probeDir, "--remount-ro", "/", "--", b.shell, "-c", c.limits+"true")
+	cmd := exec.CommandContext(ctx, c.bwrap, args...)
+	cmd.Env = []string{"PATH=" + b.opts.Path}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return fmt.Errorf("%w: %s cannot create the sandbox's namespaces (user, mount, pid, ipc, uts, network): %s", ErrCannotConfine, c.bwrap, msg)
+	}
+	return nil
+}
+
+// command returns the bwrap argument list for one command in ws.
+func (c *confinement) command(ws, shell, script, userCmd string) []string {
+	args := make([]string, 0, len(c.args)+12)
+	args = append(args, c.args...)
+	return append(args, "--bind", ws, ws, "--chdir", ws, "--remount-ro", "/",
+		"--", shell, "-c", c.limits+script, "sandbot-sh", userCmd)
+}
+
+// writeIdentity writes the passwd and group files commands see: root,
+// the sandbox user and nobody, so tools that look up the current user
+// work, and the host's account names stay out.
+func writeIdentity(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	files := map[string]string{
+		"passwd": fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\nsandbox:x:%[1]d:%[1]d:sandbox:/nonexistent:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", sandboxUID),
+		"group":  fmt.Sprintf("root:x:0:\nsandbox:x:%[1]d:\nnogroup:x:65534:\n", sandboxUID),
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if cur, err := os.ReadFile(p); err == nil && string(cur) == content {
+			continue
+		}
+		tmp := p + "." + randomSuffix()
+		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			os.Remove(tmp)
+			return err
+		}
+	}
+	return nil
+}
+
+// pidsCgroupBase finds the worker's own pids cgroup (v1 pids hierarchy or
+// v2 with the pids controller delegated) and checks that a child with a
+// pids.max can be made under it.
+func pidsCgroupBase() (string, error) {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	var candidates []string
+	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		switch {
+		case parts[1] == "pids":
+			candidates = append(candidates, filepath.Join("/sys/fs/cgroup/pids", parts[2]))
+		case parts[0] == "0" && parts[1] == "":
+			if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+				candidates = append(candidates, filepath.Join("/sys/fs/cgroup", parts[2]))
+			}
+		}
+	}
+	var last error = errors.New("no pids cgroup hierarchy")
+	for _, base := range candidates {
+		probe := filepath.Join(base, "sandbot-probe-"+randomSuffix())
+		if err := os.Mkdir(probe, 0o755); err != nil {
+			last = err
+			continue
+		}
+		err := os.WriteFile(filepath.Join(probe, "pids.max"), []byte("10"), 0o644)
+		_ = os.Remove(probe)
+		if err != nil {
+			last = err
+			continue
+		}
+		return base, nil
+	}
+	return "", last
+}
+
+// pidsCgroup makes a command's own pids cgroup and returns its directory.
+func (c *confinement) pidsCgroup(max int) (string, error) {
+	dir := filepath.Join(c.pidsBase, c.pidsPrefix+randomSuffix())
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(max)), 0o644); err != nil {
+		_ = os.Remove(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// removeCgroup removes a command's cgroup once its processes are gone
+// (they are when bwrap has exited: the PID namespace dies with its init,
+// which the kernel reaps only after every member).
+func removeCgroup(dir string) error {
+	var err error
+	for range 50 {
+		if err = os.Remove(dir); err == nil || !errors.Is(err, syscall.EBUSY) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return err
+}
+
+// sweepCgroups removes command cgroups a dead worker of this root left
+// behind; a cgroup still holding processes is busy and stays.
+func (c *confinement) sweepCgroups() {
+	dirs, _ := filepath.Glob(filepath.Join(c.pidsBase, c.pidsPrefix+"*"))
+	for _, d := range dirs {
+		_ = os.Remove(d)
+	}
+}

@@ -1,0 +1,207 @@
+package local
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/sandbox/sandboxtest"
+)
+
+// Attacks on the confinement itself, against the real backend; each one
+// succeeds against Options{Unconfined: true} on a root worker (see
+// TestAttacksSucceedUnconfined), so they prove the boundary, not the host.
+
+// attacks are commands that must print "blocked" when confined; each
+// prints something else when it got through.
+func attacks(t *testing.T, outside string) map[string]string {
+	secret := filepath.Join(outside, "secret.txt")
+	if err := os.WriteFile(secret, []byte("host-secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{
+		"read a file outside":  `cat ` + secret + ` 2>/dev/null | grep -q host-secret && echo leaked || echo blocked`,
+		"symlink out and read": `ln -s ` + secret + ` s && (cat s 2>/dev/null | grep -q host-secret && echo leaked || echo blocked)`,
+		"write outside":        `echo x > ` + filepath.Join(outside, "planted") + ` 2>/dev/null; [ -e ` + filepath.Join(outside, "planted") + ` ] && echo wrote || echo blocked`,
+		"write system dirs":    `touch /usr/pwned /etc/pwned 2>/dev/null && echo wrote || echo blocked`,
+		"read /etc/shadow":     `cat /etc/shadow >/dev/null 2>&1 && echo read || echo blocked`,
+		"run as root":          `[ "$(id -u)" != 0 ] && echo blocked || echo root`,
+		"mount":                `mkdir -p m && mount -t tmpfs none m 2>/dev/null && umount m && echo mounted || echo blocked`,
+		"new namespaces":       `unshare -Urm true 2>/dev/null && echo unshared || echo blocked`,
+		"see worker processes": `[ "$(ls -d /proc/[0-9]* | wc -l)" -lt 10 ] && echo blocked || echo visible`,
+		"kill worker":          `kill -0 ` + strconv.Itoa(os.Getpid()) + ` 2>/dev/null && [ -e /proc/` + strconv.Itoa(os.Getpid()) + `/environ ] && echo reachable || echo blocked`,
+		"network interfaces":   `[ "$(tail -n +3 /proc/net/dev | grep -vc ' lo:')" = 0 ] && echo blocked || echo shared`,
+		"home directory":       `ls /root >/dev/null 2>&1 && echo visible || echo blocked`,
+	}
+}
+
+func runAttacks(t *testing.T, b *Backend) map[string]string {
+	h := sandboxtest.NewSandbox(t, b)
+	got := map[string]string{}
+	for name, cmd := range attacks(t, t.TempDir()) {
+		res := sandboxtest.Exec(t, b, h, sandbox.Cmd{Command: cmd})
+		got[name] = strings.TrimSpace(res.Stdout)
+	}
+	return got
+}
+
+func TestConfinedAttacksAreBlocked(t *testing.T) {
+	b := newBackend(t, Options{})
+	for name, out := range runAttacks(t, b) {
+		if out != "blocked" {
+			t.Errorf("%s: got %q, want blocked", name, out)
+		}
+	}
+}
+
+// TestAttacksSucceedUnconfined shows that the attacks above test the
+// confinement: without it, on a root worker, each gets through.
+func TestAttacksSucceedUnconfined(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Log("the worker is not root: only the attacks a normal user can make are checked")
+	}
+	b := newBackend(t, Options{Unconfined: true})
+	rootOnly := map[string]bool{"write system dirs": true, "read /etc/shadow": true, "run as root": true, "mount": true, "home directory": true}
+	for name, out := range runAttacks(t, b) {
+		if os.Geteuid() != 0 && rootOnly[name] {
+			continue
+		}
+		if name == "network interfaces" || name == "new namespaces" {
+			continue // depends on the host (interfaces, userns sysctl), not on the backend
+		}
+		if out == "blocked" {
+			t.Errorf("%s: blocked even unconfined; the attack proves nothing", name)
+		}
+	}
+}
+
+func TestConfinedIdentityAndOwnership(t *testing.T) {
+	b := newBackend(t, Options{})
+	h := sandboxtest.NewSandbox(t, b)
+	if got := sandboxtest.Sh(t, b, h, "id -u; id -g; id -un"); got != "1000\n1000\nsandbox\n" {
+		t.Errorf("id: %q", got)
+	}
+	// A setuid-root binary planted from the host does nothing (nosuid,
+	// no_new_privs, and host root is not root inside).
+	idBin := "/usr/bin/id"
+	data, err := os.ReadFile(idBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	suid := filepath.Join(h.Workdir, "suid-id")
+	if err := os.WriteFile(suid, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(suid, 0o4755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	if got := sandboxtest.Sh(t, b, h, "./suid-id -u"); got != "1000\n" {
+		t.Errorf("setuid binary ran as uid %q", got)
+	}
+	sandboxtest.Sh(t, b, h, "echo made > made.txt && mkdir d")
+	for _, name := range []string{"made.txt", "d"} {
+		fi, err := os.Stat(filepath.Join(h.Workdir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid() {
+			t.Errorf("%s is owned by %d:%d on the host, want the worker's %d:%d", name, st.Uid, st.Gid, os.Geteuid(), os.Getegid())
+		}
+	}
+}
+
+func TestOtherWorkspacesAreInvisible(t *testing.T) {
+	b := newBackend(t, Options{})
+	a, other := sandboxtest.NewSandbox(t, b), sandboxtest.NewSandbox(t, b)
+	sandboxtest.Sh(t, b, other, "echo other-secret > mine.txt")
+	cmd := fmt.Sprintf(`cat %s/mine.txt 2>/dev/null; ls -A %s; ls -A %s 2>/dev/null; true`, other.Workdir, b.Root(), filepath.Join(b.Root(), ".tmp"))
+	got := sandboxtest.Sh(t, b, a, cmd)
+	if strings.Contains(got, "other-secret") || strings.Contains(got, other.ID) || strings.Contains(got, ".instance") {
+		t.Errorf("a sandbox sees another's workspace or the root: %q", got)
+	}
+	if strings.TrimSpace(got) != a.ID {
+		t.Errorf("the backend root lists %q inside a sandbox, want only its own workspace %s", got, a.ID)
+	}
+}
+
+func TestForkLoopIsBounded(t *testing.T) {
+	const limit = 40
+	b := newBackend(t, Options{MaxProcesses: limit})
+	if strings.Contains(b.Describe(), "processes not limited") {
+		t.Fatalf("no process limit applies here: %s", b.Describe())
+	}
+	h := sandboxtest.NewSandbox(t, b)
+	res := sandboxtest.Exec(t, b, h, sandbox.Cmd{Command: `(n=0; while [ $n -lt 200 ]; do sleep 1000 & n=$((n+1)); done) 2>/dev/null; set -- /proc/[0-9]*; echo $#`})
+	n, err := strconv.Atoi(strings.TrimSpace(res.Stdout))
+	if err != nil {
+		t.Fatalf("got %+v", res)
+	}
+	t.Logf("%d processes under a limit of %d (%s)", n, limit, b.Describe())
+	if n > limit { // counted with a glob: the count itself forks nothing
+		t.Errorf("%d processes ran under a limit of %d", n, limit)
+	}
+	if n < limit/2 {
+		t.Errorf("only %d processes ran; the loop did not reach the limit of %d", n, limit)
+	}
+}
+
+func TestRefusesWithoutBubblewrap(t *testing.T) {
+	_, err := New(Options{Root: t.TempDir(), Bwrap: filepath.Join(t.TempDir(), "no-such-bwrap")})
+	if !errors.Is(err, ErrCannotConfine) || !strings.Contains(err.Error(), "bubblewrap") {
+		t.Fatalf("New: %v, want ErrCannotConfine naming bubblewrap", err)
+	}
+}
+
+// TestRefusesWhenNamespacesAreForbidden simulates a kernel or container
+// that forbids user namespaces with a stand-in bwrap failing as bwrap does
+// there.
+func TestRefusesWhenNamespacesAreForbidden(t *testing.T) {
+	stub := filepath.Join(t.TempDir(), "bwrap")
+	script := "#!/bin/sh\necho 'bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n"
+	if err := os.WriteFile(stub, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(Options{Root: t.TempDir(), Bwrap: stub})
+	if !errors.Is(err, ErrCannotConfine) || !strings.Contains(err.Error(), "No permissions to create new namespace") {
+		t.Fatalf("New: %v, want ErrCannotConfine with bwrap's reason", err)
+	}
+}
+
+func TestUnconfinedIsAnExplicitChoiceAndSaysSo(t *testing.T) {
+	var logs bytes.Buffer
+	b := newBackend(t, Options{Unconfined: true, Bwrap: "/nonexistent/bwrap", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if b.Confined() || !strings.HasPrefix(b.Describe(), "UNCONFINED") {
+		t.Errorf("Describe = %q", b.Describe())
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "confinement is off") {
+		t.Errorf("no warning logged: %q", logs.String())
+	}
+	h := sandboxtest.NewSandbox(t, b)
+	if got := sandboxtest.Sh(t, b, h, "id -u"); got != strconv.Itoa(os.Geteuid())+"\n" {
+		t.Errorf("unconfined command runs as %q", got)
+	}
+}
+
+func TestDescribeAndNetworkOptIn(t *testing.T) {
+	b := newBackend(t, Options{})
+	if d := b.Describe(); !b.Confined() || !strings.Contains(d, "namespaces user,mnt,pid,ipc,uts,cgroup,net") || !strings.Contains(d, "no network") {
+		t.Errorf("Describe = %q", d)
+	}
+	var logs bytes.Buffer
+	n := newBackend(t, Options{Network: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if d := n.Describe(); !strings.Contains(d, "host network shared") || strings.Contains(d, ",net") {
+		t.Errorf("Describe with the network = %q", d)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "share the host's network") {
+		t.Errorf("no warning logged: %q", logs.String())
+	}
+}
