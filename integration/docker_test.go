@@ -187,10 +187,14 @@ func TestDestroyCleansUp(t *testing.T) {
 // sweepBackend is a docker backend labelled as the worker of the given
 // deployment labels its own (see workerapp.LabelDeployment), for calling
 // workerapp.SweepOrphans the way that worker's sweeper does.
-func (e *threadEnv) sweepBackend(namespace, taskQueue string) sandbox.Backend {
+func (e *threadEnv) sweepBackend(c tclient.Client, namespace, taskQueue string) sandbox.Backend {
 	e.t.Helper()
+	id, err := workerapp.DeploymentID(e.ctx, c, namespace, taskQueue)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	b, err := docker.New(e.docker, docker.Options{Image: e.image,
-		Labels: map[string]string{workerapp.LabelDeployment: namespace + "." + taskQueue}})
+		Labels: map[string]string{workerapp.LabelDeployment: id}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -211,7 +215,7 @@ func TestOrphanSweeper(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	removed := workerapp.SweepOrphans(e.ctx, e.c, []sandbox.Backend{e.sweepBackend(e.cfg.Temporal.Namespace, e.cfg.Temporal.TaskQueue)}, e.log)
+	removed := workerapp.SweepOrphans(e.ctx, e.c, []sandbox.Backend{e.sweepBackend(e.c, e.cfg.Temporal.Namespace, e.cfg.Temporal.TaskQueue)}, e.log)
 	if !slices.Contains(removed, oc.ID) || slices.Contains(removed, lc.ID) {
 		t.Fatalf("sweep removed %q; want the orphan %s and not the live %s", removed, oc.ID, lc.ID)
 	}
@@ -231,8 +235,10 @@ func TestOrphanSweeper(t *testing.T) {
 }
 
 // Two sandbot deployments (here: two Temporal servers) may share one
-// Docker host. A sweep by one must not remove the other's live sandboxes:
-// to the sweeping deployment the other's sessions are simply unknown.
+// Docker host, both left at the same namespace and task queue. A sweep by
+// one must not remove the other's live sandboxes: to the sweeping deployment
+// the other's sessions are simply unknown. (Labelled by namespace and queue
+// alone, as before, the other's sweep removed this live container.)
 func TestSweeperSparesAnotherDeploymentsContainers(t *testing.T) {
 	e := newThreadEnv(t, true, onDocker)
 	th := e.thread("other-deployment")
@@ -252,7 +258,7 @@ func TestSweeperSparesAnotherDeploymentsContainers(t *testing.T) {
 	}
 	defer oc.Close()
 	// The other deployment's worker labels and sweeps its own containers.
-	b := e.sweepBackend(other.Namespace(), "other-deployment")
+	b := e.sweepBackend(oc, e.cfg.Temporal.Namespace, e.cfg.Temporal.TaskQueue)
 	removed := workerapp.SweepOrphans(e.ctx, oc, []sandbox.Backend{b}, e.log)
 	if slices.Contains(removed, ctr.ID) {
 		t.Fatalf("a sweep by another deployment removed this deployment's live container %s (session %s is running)", ctr.ID, th.ID())

@@ -40,7 +40,10 @@ type Worker struct {
 	Unavailable map[string]string
 	// HostQueue is this worker host's task queue.
 	HostQueue string
-	store     *blobstore.Store
+	// deployment identifies this installation (see DeploymentID); empty
+	// when it could not be told, and then nothing is swept.
+	deployment string
+	store      *blobstore.Store
 	backends  []sandbox.Backend
 	cancel    context.CancelFunc
 }
@@ -89,6 +92,13 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 		// host queue, and sandbox activities are dispatched eagerly to the
 		// worker that just ran the workflow task.
 		w.HostQueue = cfg.Temporal.TaskQueue
+	}
+	w.deployment, err = DeploymentID(ctx, c, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue)
+	if err != nil {
+		// Without an identity this worker cannot tell its containers from
+		// another installation's: it labels them as unidentified and never
+		// sweeps.
+		log.Warn("cannot identify this deployment; the orphan sweeper is off", "error", err)
 	}
 	backends := opts.Backends
 	if backends == nil {
@@ -141,7 +151,9 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
-	go runSweeper(sctx, c, w.backends, 10*time.Minute, log)
+	if w.deployment != "" {
+		go runSweeper(sctx, c, w.backends, 10*time.Minute, log)
+	}
 	log.Info("worker started", "task_queue", cfg.Temporal.TaskQueue, "host_queue", w.HostQueue,
 		"backends", strings.Join(w.Served, ","), "model", cfg.Model.Name)
 	for name, why := range w.Unavailable {
@@ -153,7 +165,7 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 func (w *Worker) buildBackends(ctx context.Context, cfg *config.Config, log *slog.Logger) []sandbox.Backend {
 	var out []sandbox.Backend
 	for _, name := range cfg.Sandbox.Backends {
-		b, err := newBackend(ctx, name, cfg)
+		b, err := newBackend(ctx, name, cfg, w.deployment)
 		if err != nil {
 			w.Unavailable[name] = err.Error()
 			continue
@@ -163,12 +175,12 @@ func (w *Worker) buildBackends(ctx context.Context, cfg *config.Config, log *slo
 	return out
 }
 
-func newBackend(ctx context.Context, name string, cfg *config.Config) (sandbox.Backend, error) {
+func newBackend(ctx context.Context, name string, cfg *config.Config, deployment string) (sandbox.Backend, error) {
 	switch name {
 	case "local":
 		return local.New(local.Options{Root: cfg.Sandbox.LocalRoot, DefaultTimeout: cfg.Session.CommandTimeout})
 	case "docker":
-		return newDockerBackend(ctx, cfg)
+		return newDockerBackend(ctx, cfg, deployment)
 	case "daytona", "e2b":
 		return nil, fmt.Errorf("%s: not built into this version", name)
 	}
