@@ -44,18 +44,91 @@ func NeedsApproval(mode session.ApprovalMode, commands []string) bool {
 // subshells, newlines).
 //
 // It is deliberately conservative: anything it cannot prove harmless needs
-// approval. It judges side effects only; reading any file is allowed.
+// approval. Besides side effects it judges what is read: a command runs
+// without approval only if every path it names stays inside the workspace
+// (see readsOutside): no absolute path (/proc/*/environ, /etc/shadow,
+// /dev/sda, the dev server's database), no ~, no ".." component, no glob
+// that can match "..", no brace expansion. What the text cannot show is
+// where a symlink inside the workspace leads (cat link, with link ->
+// /etc/shadow); reading through one is contained by the sandbox's own
+// confinement (the local backend's mount namespace, the container), which
+// shows a command nothing outside the workspace but read-only system
+// directories, not by this allowlist.
 func IsReadOnly(command string) bool {
 	segs, ok := splitPipeline(command)
 	if !ok || len(segs) == 0 {
 		return false
 	}
 	for _, args := range segs {
-		if !readOnlyCommand(args) {
+		if !readOnlyCommand(args) || readsOutside(args) {
 			return false
 		}
 	}
 	return true
+}
+
+// pureArgs are programs that never open their arguments: echo prints
+// them, basename and dirname cut strings. Their arguments may look like
+// any path.
+var pureArgs = map[string]bool{"echo": true, "basename": true, "dirname": true}
+
+// readsOutside reports whether any argument may name a path outside the
+// workspace. Which arguments a program opens as files differs by program
+// and option, so every argument is judged as if it were a path: a false
+// alarm (grep -e /usr) costs one approval, a miss leaks the host.
+func readsOutside(args []string) bool {
+	if pureArgs[args[0]] {
+		return false
+	}
+	for _, a := range args[1:] {
+		switch {
+		case strings.HasPrefix(a, "--"):
+			// --file=/etc/x: the value is a path.
+			if _, v, ok := strings.Cut(a, "="); ok && outsidePath(v) {
+				return true
+			}
+		case len(a) > 1 && a[0] == '-':
+			// A short option cluster may end in a glued value
+			// (-f/etc/x, -f../x, -f~/x) and where it starts cannot be
+			// told without knowing the program's options.
+			if strings.ContainsAny(a, "/~") || strings.Contains(a, "..") {
+				return true
+			}
+		default:
+			if outsidePath(a) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// outsidePath reports whether the word p (after the shell removed quotes)
+// may name something outside the working directory: an absolute path, a
+// home directory (~, ~user), a ".." component, a glob component that can
+// match ".." (.*, .?, [.]*; POSIX globs match a leading dot only
+// explicitly), or a brace expansion (bash, when it is sh, expands
+// {.,.}. to ..). Parts after '=' and ':' count as paths too: sh expands ~
+// there in assignments, and programs take path lists and rev:path forms
+// (git show HEAD:../x).
+func outsidePath(p string) bool {
+	if strings.Contains(p, "{") && strings.Contains(p, "}") {
+		return true
+	}
+	for _, part := range strings.FieldsFunc(p, func(r rune) bool { return r == '=' || r == ':' }) {
+		if strings.HasPrefix(part, "/") || strings.HasPrefix(part, "~") {
+			return true
+		}
+		for _, c := range strings.Split(part, "/") {
+			if c == ".." {
+				return true
+			}
+			if (strings.HasPrefix(c, ".") || strings.HasPrefix(c, "[")) && strings.ContainsAny(c, "*?[") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // safeRedirects are whole words that redirect only into /dev/null or merge

@@ -15,7 +15,7 @@ func TestIsReadOnly(t *testing.T) {
 		"rg -n --hidden needle", "find . -name '*.go'", "find . -type f -newer go.mod -print",
 		"find . -maxdepth 2 -printf '%p\\n'", "stat go.mod", "file bin/app", "du -sh .", "df -h",
 		"tree -L 2", "tree -I node_modules", "echo hello", "echo 'a > b; c && d'", "which go", "basename /a/b",
-		"realpath .", "readlink -f x", "sort -n nums.txt", "sort -k2 -t: f", "cut -d: -f1 /etc/passwd",
+		"realpath .", "readlink -f x", "sort -n nums.txt", "sort -k2 -t: f", "cut -d: -f1 passwd",
 		"diff -u a b", "cmp a b", "sha256sum go.sum", "uname -a", "whoami",
 		"git status", "git status --short", "git log --oneline -n 5", "git diff HEAD~1", "git show HEAD:go.mod",
 		"git rev-parse HEAD", "git branch", "git branch -a -v", "git branch --show-current", "git --no-pager log",
@@ -52,6 +52,47 @@ func TestIsReadOnly(t *testing.T) {
 	for _, c := range needsApproval {
 		if agent.IsReadOnly(c) {
 			t.Errorf("IsReadOnly(%q) = true, want false", c)
+		}
+	}
+}
+
+// TestIsReadOnlyStaysInTheWorkspace: reading outside the workspace is never
+// auto-approved. Each case is an attack (the first is how the model key was
+// read on the old main: /proc/<worker pid>/environ) or a way to write one.
+func TestIsReadOnlyStaysInTheWorkspace(t *testing.T) {
+	outside := []string{
+		// Absolute paths: /proc, /sys, /etc, /dev, the data directory.
+		"grep -a SANDBOT /proc/*/environ", "cat /proc/1/environ", "cat /proc/self/environ | tr '\\0' '\\n'",
+		"cat /etc/shadow", "head -c 100 /dev/sda", "ls /sys/class/net", "cat /root/.sandbot/temporal.db",
+		"ls /", "du -sh /", "find / -name '*.db'", "tail -n 5 /var/log/syslog", "stat /", "cut -d: -f1 /etc/passwd",
+		"grep -r key /home", "wc -c /etc/hostname", "diff a /etc/passwd", "sha256sum /usr/bin/sudo", "tree /",
+		"readlink /proc/1/cwd", "realpath /etc", "file /dev/sda", "cmp /dev/zero x", "git diff --no-index /etc/passwd x",
+		"git log -- /etc", "git show HEAD:/etc/passwd",
+		// ..: relative escapes, also inside option values and rev:path.
+		"cat ../../x", "ls ..", "ls ../", "cat ./../x", "cat a/../../b", "grep -r x ..", "find .. -name x",
+		"tree ..", "git diff --no-index ../other/x y", "git show HEAD:../x", "rg --ignore-file=../x y",
+		"grep -f../x y", "sort -T.. x", "head -n1 -- ../x",
+		// Home directories.
+		"ls ~", "cat ~/.ssh/id_rsa", "ls ~root", "cat ~/.sandbot/temporal.db", "grep -f~/x y", "sort --temporary-directory=~/x f",
+		// Options with glued or attached absolute values.
+		"grep -f/etc/shadow x", "grep --file=/etc/shadow x", "rg --ignore-file=/etc/x y", "ls --hide=x:/etc",
+		// Globs that can match "..", and brace expansion.
+		"ls .*", "cat .?/x", "ls .[.]", "cat .*/y", "ls [.]*", "cat {.,.}./x", "ls {..,x}",
+	}
+	for _, c := range outside {
+		if agent.IsReadOnly(c) {
+			t.Errorf("IsReadOnly(%q) = true: it reads outside the workspace without approval", c)
+		}
+	}
+	inside := []string{
+		"cat README.md", "ls -la", "ls .", "ls ./sub", "cat sub/file.txt", "grep -rn TODO .", "wc -l *.go",
+		"cat .gitignore", "ls .github", "cat .env.example", "find . -name '*.go'", "git diff HEAD~1", "git log main..feature",
+		"git show HEAD:go.mod", "ls ...", "cat a..b", "echo /etc/shadow", "echo ~", "basename /a/b", "dirname ../x",
+		"grep -e foo x", "sort -t: -k2 f", "head -c 100 data.bin", "tail -n+5 f",
+	}
+	for _, c := range inside {
+		if !agent.IsReadOnly(c) {
+			t.Errorf("IsReadOnly(%q) = false, want true: it stays in the workspace", c)
 		}
 	}
 }
