@@ -132,6 +132,10 @@ type Sandbox struct {
 	Default string
 	// LocalRoot holds local workspaces (default: <data dir>/workspaces).
 	LocalRoot string
+	// LocalNetwork shares the host's network with local sandboxes.
+	LocalNetwork bool
+	// LocalUnconfined runs local sandbox commands without confinement.
+	LocalUnconfined bool
 	// SnapshotURL is a gocloud.dev/blob URL: file:///path or s3://bucket.
 	SnapshotURL string
 	// HostID names this worker host for host-bound sandboxes (default: the

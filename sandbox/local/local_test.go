@@ -236,7 +236,12 @@ func TestTimeoutTakesEverythingAlong(t *testing.T) {
 // in a sandbox under that root and waits to be killed.
 func TestMain(m *testing.M) {
 	if root := os.Getenv("SANDBOT_LOCAL_HELPER_ROOT"); root != "" {
-		os.Exit(helperWorker(root, os.Getenv("SANDBOT_LOCAL_HELPER_SLEEP")))
+		sleep, err := os.ReadFile(filepath.Join(root, "sleep.arg"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		os.Exit(helperWorker(root, string(sleep)))
 	}
 	os.Exit(m.Run())
 }
@@ -264,7 +269,10 @@ func TestWorkerDeathKillsCommandTree(t *testing.T) {
 	root := t.TempDir()
 	sleep := uniqueSleep(t)
 	worker := exec.Command(os.Args[0])
-	worker.Env = append(os.Environ(), "SANDBOT_LOCAL_HELPER_ROOT="+root, "SANDBOT_LOCAL_HELPER_SLEEP="+sleep)
+	if err := os.WriteFile(filepath.Join(root, "sleep.arg"), []byte(sleep), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	worker.Env = append(os.Environ(), "SANDBOT_LOCAL_HELPER_ROOT="+root)
 	worker.Stderr = os.Stderr
 	if err := worker.Start(); err != nil {
 		t.Fatal(err)
