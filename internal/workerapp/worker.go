@@ -24,7 +24,6 @@ import (
 	"github.com/sandbot/sandbot/redact"
 	"github.com/sandbot/sandbot/sandbox"
 	"github.com/sandbot/sandbot/sandbox/blobstore"
-	"github.com/sandbot/sandbot/sandbox/local"
 	"github.com/sandbot/sandbot/session"
 	"github.com/sandbot/sandbot/workflows"
 )
@@ -178,7 +177,7 @@ func (w *Worker) buildBackends(ctx context.Context, cfg *config.Config, log *slo
 func newBackend(ctx context.Context, name string, cfg *config.Config, deployment string) (sandbox.Backend, error) {
 	switch name {
 	case "local":
-		return local.New(local.Options{Root: cfg.Sandbox.LocalRoot, DefaultTimeout: cfg.Session.CommandTimeout})
+		return newLocalBackend(cfg)
 	case "docker":
 		return newDockerBackend(ctx, cfg, deployment)
 	case "daytona", "e2b":
