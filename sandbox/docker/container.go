@@ -251,6 +251,9 @@ func (b *Backend) Destroy(ctx context.Context, h sandbox.Handle) error {
 	if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
 		return b.classify("destroy", err)
 	}
+	b.mu.Lock()
+	delete(b.reaped, id)
+	b.mu.Unlock()
 	b.log.Info("docker: sandbox destroyed", "sandbox", id, "workflow_id", h.SessionID)
 	return nil
 }

@@ -38,6 +38,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -152,6 +153,16 @@ type Backend struct {
 	opts     Options
 	uid, gid int
 	log      *slog.Logger
+
+	// reaped holds, per container, the one-time clean-up of commands a
+	// previous worker process left running (see reapLeftovers).
+	mu     sync.Mutex
+	reaped map[string]*reap
+}
+
+type reap struct {
+	once sync.Once
+	err  error
 }
 
 var (

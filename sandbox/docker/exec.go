@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -44,6 +45,55 @@ p=$(cat "$1")
 kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null
 exit 0`
 
+// pidfilePrefix names the pid files of running commands in /dev/shm.
+const pidfilePrefix = ".sandbot-exec-"
+
+// reapScript kills the process group of every command whose pid file is
+// still there, and prints the groups it killed.
+const reapScript = `for f in /dev/shm/` + pidfilePrefix + `*.pid; do
+	[ -s "$f" ] || continue
+	p=$(cat "$f")
+	kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null
+	rm -f "$f"
+	echo "$p"
+done
+exit 0`
+
+// reapLeftovers runs once per container in this process, before its first
+// command: it kills whatever commands a previous worker process started
+// and never saw end. A worker that dies mid-command cannot kill the
+// command (the container, not the worker, is its parent), and nobody else
+// would: it would run past its timeout, for as long as it likes. Within
+// one process every command's pid file belongs to a live Exec, which kills
+// its own group, so later Execs leave them alone.
+func (b *Backend) reapLeftovers(ctx context.Context, id string) error {
+	b.mu.Lock()
+	if b.reaped == nil {
+		b.reaped = map[string]*reap{}
+	}
+	r := b.reaped[id]
+	if r == nil {
+		r = &reap{}
+		b.reaped[id] = r
+	}
+	b.mu.Unlock()
+	r.once.Do(func() {
+		var out strings.Builder
+		_, r.err = b.run(ctx, "exec: reap leftovers", id, []string{"/bin/sh", "-c", reapScript}, &out, io.Discard)
+		if groups := strings.Fields(out.String()); len(groups) > 0 {
+			b.log.Warn("docker: killed commands a previous worker left running", "sandbox", id, "process_groups", strings.Join(groups, ","))
+		}
+	})
+	if r.err != nil {
+		// Try again on the next command rather than run beside them.
+		b.mu.Lock()
+		delete(b.reaped, id)
+		b.mu.Unlock()
+		return r.err
+	}
+	return nil
+}
+
 // outputGrace is how long Exec keeps reading after killing a command, for
 // processes that escaped its group but still hold its output open.
 const outputGrace = 2 * time.Second
@@ -68,9 +118,12 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 	if limit <= 0 {
 		limit = b.opts.DefaultOutputCap
 	}
+	if err := b.reapLeftovers(ctx, id); err != nil {
+		return sandbox.Result{}, err
+	}
 	// /dev/shm is a tmpfs in every container: cheaper than the image's
 	// file system, which may be a FUSE overlay.
-	pidfile := "/dev/shm/.sandbot-exec-" + randomHex(8) + ".pid"
+	pidfile := "/dev/shm/" + pidfilePrefix + randomHex(8) + ".pid"
 	execID, err := b.execCreate(ctx, "exec", id, client.ExecCreateOptions{
 		Cmd:          []string{"/bin/sh", "-c", wrapper, "sandbot-exec", pidfile, c.Command},
 		AttachStdout: true,
