@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/sandbox"
@@ -40,7 +41,7 @@ func DeploymentID(ctx context.Context, c client.Client, namespace, taskQueue str
 // newDockerBackend builds the docker backend. It does not contact the
 // daemon: a daemon that is down shows up per session as a clear error in
 // the thread, and the session stays usable on another backend.
-func newDockerBackend(_ context.Context, cfg *config.Config, deployment string) (sandbox.Backend, error) {
+func newDockerBackend(_ context.Context, cfg *config.Config, deployment string, log *slog.Logger) (sandbox.Backend, error) {
 	if deployment == "" {
 		deployment = unidentified
 	}
@@ -55,5 +56,7 @@ func newDockerBackend(_ context.Context, cfg *config.Config, deployment string) 
 		// Names the deployment, so the orphan sweeper only touches the
 		// containers of sessions it can look up.
 		Labels: map[string]string{LabelDeployment: deployment},
+		// The worker's logger, so nothing prints into cmd/dev's terminal.
+		Logger: log,
 	})
 }

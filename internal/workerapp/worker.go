@@ -164,7 +164,7 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 func (w *Worker) buildBackends(ctx context.Context, cfg *config.Config, log *slog.Logger) []sandbox.Backend {
 	var out []sandbox.Backend
 	for _, name := range cfg.Sandbox.Backends {
-		b, err := newBackend(ctx, name, cfg, w.deployment)
+		b, err := newBackend(ctx, name, cfg, w.deployment, log)
 		if err != nil {
 			w.Unavailable[name] = err.Error()
 			continue
@@ -174,12 +174,12 @@ func (w *Worker) buildBackends(ctx context.Context, cfg *config.Config, log *slo
 	return out
 }
 
-func newBackend(ctx context.Context, name string, cfg *config.Config, deployment string) (sandbox.Backend, error) {
+func newBackend(ctx context.Context, name string, cfg *config.Config, deployment string, log *slog.Logger) (sandbox.Backend, error) {
 	switch name {
 	case "local":
 		return newLocalBackend(cfg)
 	case "docker":
-		return newDockerBackend(ctx, cfg, deployment)
+		return newDockerBackend(ctx, cfg, deployment, log.With("backend", "docker"))
 	case "daytona", "e2b":
 		return nil, fmt.Errorf("%s: not built into this version", name)
 	}
