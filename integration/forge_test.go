@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/config"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	"github.com/sandbot/sandbot/session"
 )
@@ -20,9 +21,12 @@ var mallory = chat.User{ID: "U-mallory", Name: "mallory"}
 // A session's command tries to approve another session's pending command
 // in the owner's name, over the Temporal frontend, unsigned and with a
 // guessed key. Neither verifies; the victim's command stays pending and
-// does not run; the owner's real click still works.
+// does not run; the owner's real click still works. The sandbox gets the
+// network (SANDBOT_SANDBOX_LOCAL_NETWORK) so the forger reaches the
+// frontend and meets the signature check; a default sandbox cannot even
+// dial it (see the local attack tests).
 func TestForgedApprovalFromASandboxFails(t *testing.T) {
-	s := newStack(t)
+	s := newStack(t, func(c *config.Config) { c.Sandbox.LocalNetwork = true })
 	victim := s.thread("victim")
 	s.model.Push(
 		fakeopenai.ToolCallStep("v1", "shell", shell("echo keep > important.txt")),
@@ -75,15 +79,11 @@ func TestForgedApprovalFromASandboxFails(t *testing.T) {
 	}
 	end := s.waitState(attacker, "attacker turn 2", done)
 	out := end.ToolCalls[0].Output
-	if strings.Contains(out, "FORGER: ACCEPTED") || strings.Count(out, "FORGER: ") != 2 {
-		t.Fatalf("the forger's attempts: %s", out)
+	if strings.Contains(out, "FORGER: ACCEPTED") || strings.Count(out, "FORGER: refused") != 2 {
+		t.Fatalf("both forgeries must reach the frontend and be refused: %s", out)
 	}
-	// Reaching the frontend (no confinement of the network) meets the
-	// guard; a confined sandbox cannot even dial. Either way: refused.
-	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, "FORGER: refused") && !strings.Contains(line, "signature") && !strings.Contains(line, "not signed") {
-			t.Fatalf("refused for another reason than the signature: %s", line)
-		}
+	if !strings.Contains(out, "not signed") || !strings.Contains(out, "does not verify") {
+		t.Fatalf("refused for another reason than the signature: %s", out)
 	}
 	st := s.state(victim)
 	if st.Pending == nil || st.Pending.CallID != "v2" {
