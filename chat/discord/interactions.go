@@ -7,6 +7,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/internal/safetext"
 )
 
 // reasonInput is the custom_id of the reject modal's text input.
@@ -185,7 +186,7 @@ func (a *Adapter) interactionThread(ctx context.Context, i *discordgo.Interactio
 
 func ephemeralMessage(text string) *discordgo.InteractionResponse {
 	return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseChannelMessageWithSource,
-		Data: &discordgo.InteractionResponseData{Content: clampPlain(text, MaxContent), Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()}}
+		Data: &discordgo.InteractionResponseData{Content: clampPlain(safetext.Text(text), MaxContent), Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()}}
 }
 
 func rejectModal(customID string) *discordgo.InteractionResponse {

@@ -8,6 +8,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/internal/safetext"
 )
 
 // ireply answers one interaction: the initial response, then edits of the
@@ -87,7 +88,7 @@ func replyMessages(rep chat.Reply, log interface{ Warn(string, ...any) }) []Mess
 			log.Warn("reply card does not fit Discord", "err", err)
 		}
 	}
-	for _, p := range SplitMarkdown(rep.Text, MaxContent-mentionRoom) {
+	for _, p := range SplitMarkdown(safetext.Text(rep.Text), MaxContent-mentionRoom) {
 		msgs = append(msgs, Message{Content: p})
 	}
 	if len(msgs) == 0 {
