@@ -3,7 +3,11 @@ package integration
 import (
 	"encoding/base64"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -119,5 +123,73 @@ func TestSecretsAreRedactedEverywhere(t *testing.T) {
 	}
 	if events == 0 {
 		t.Fatal("no history events")
+	}
+}
+
+// TestDevStateIsPrivate: cmd/dev's data directory, its Temporal database,
+// its log and its snapshots are readable by their owner only (the host's
+// other users must not read sessions' commands, outputs and workspaces).
+func TestDevStateIsPrivate(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data") // created by cmd/dev
+	in, out, wait := runDev(t, data)
+	out.waitFor(t, "the console prompt", func(s string) bool { return strings.Contains(s, "sandbot console") })
+	if _, err := io.WriteString(in, "run: echo private > note.txt\n"); err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, "an approval prompt", func(s string) bool {
+		return strings.Contains(s, "echo private > note.txt") && strings.Contains(strings.ToLower(s), "approve")
+	})
+	if _, err := io.WriteString(in, "a\n"); err != nil {
+		t.Fatal(err)
+	}
+	// Turns run one after the other and a turn's snapshot is written before
+	// it completes, so once the second turn answers the first one's
+	// snapshot is on disk.
+	if _, err := io.WriteString(in, "second-turn-echo\n"); err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, "the second answer", func(s string) bool { return strings.Count(s, "second-turn-echo") >= 1 && strings.Contains(s, "exit code: 0") })
+	if _, err := io.WriteString(in, "/quit\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Fatalf("dev exited with %v\n%s", err, out.String())
+	}
+
+	seen := map[string]bool{}
+	err := filepath.WalkDir(data, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(data, path)
+		if rel == "workspaces" || strings.HasPrefix(rel, "workspaces"+string(filepath.Separator)) {
+			// The local backend's root: its modes are the backend's.
+			if info, err := os.Stat(path); err == nil && rel == "workspaces" {
+				t.Logf("workspaces root %s has mode %#o", path, info.Mode().Perm())
+			}
+			return nil
+		}
+		info, err := os.Stat(path)
+		if err != nil {
+			return err
+		}
+		want := fs.FileMode(0o600)
+		if d.IsDir() {
+			want = 0o700
+		} else {
+			seen[strings.SplitN(rel, string(filepath.Separator), 2)[0]] = true
+		}
+		if got := info.Mode().Perm(); got != want {
+			t.Errorf("%s has mode %#o, want %#o", rel, got, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"temporal.db", "sandbot-dev.log", "snapshots"} {
+		if !seen[f] {
+			t.Errorf("no %s among the files checked (%v)", f, seen)
+		}
 	}
 }

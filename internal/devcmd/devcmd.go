@@ -46,16 +46,29 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return fmt.Errorf("invalid configuration:\n%w\n(or run with -demo to try sandbot without a model endpoint)", err)
 	}
 	// The dev log goes to a file: the terminal belongs to the console.
-	if err := os.MkdirAll(cfg.Dev.DataDir, 0o755); err != nil {
+	// The data directory and everything in it are the owner's alone: the
+	// Temporal database and the log hold every session's commands, outputs
+	// and transcripts.
+	if err := os.MkdirAll(cfg.Dev.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	logPath := filepath.Join(cfg.Dev.DataDir, "sandbot-dev.log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("log file: %w", err)
 	}
 	defer logFile.Close()
+	if err := logFile.Chmod(0o600); err != nil { // a log an older version made 0644
+		return fmt.Errorf("log file: %w", err)
+	}
 	log := logging.New(logFile, cfg.LogLevel)
+	if info, err := os.Stat(cfg.Dev.DataDir); err == nil && info.Mode().Perm()&0o077 != 0 {
+		// An existing directory is not changed behind the operator's
+		// back (SANDBOT_DEV_DATA_DIR may name a shared one); its files are
+		// private anyway, but its listing is not.
+		fmt.Fprintf(stderr, "warning: the data directory %s is open to other users (mode %#o); run chmod 700 %s\n", cfg.Dev.DataDir, info.Mode().Perm(), cfg.Dev.DataDir)
+		log.Warn("data directory is open to other users", "dir", cfg.Dev.DataDir, "mode", fmt.Sprintf("%#o", info.Mode().Perm()))
+	}
 
 	dbPath := filepath.Join(cfg.Dev.DataDir, "temporal.db")
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)

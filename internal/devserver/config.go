@@ -177,6 +177,11 @@ func ensureSchema(path string, sqlCfg *config.SQL) error {
 	tmpCfg := *sqlCfg
 	tmpCfg.DatabaseName = tmp
 	tmpCfg.ConnectAttributes = map[string]string{"mode": "rwc"}
+	// Created private before SQLite opens it, so the database is never
+	// readable by others, not even while its schema is written.
+	if err := createPrivate(tmp); err != nil {
+		return fmt.Errorf("devserver: create schema in %s: %w", path, err)
+	}
 	if err := sqlite.SetupSchema(&tmpCfg); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("devserver: create schema in %s: %w", path, err)

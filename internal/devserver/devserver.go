@@ -155,6 +155,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		if err := ensureSchema(opts.DBPath, sqlCfg); err != nil {
 			return nil, err
 		}
+		if err := privateDB(opts.DBPath); err != nil {
+			return nil, err
+		}
 	}
 	if err := createNamespace(sqlCfg, cfg.ClusterMetadata.CurrentClusterName, opts); err != nil {
 		return nil, err

@@ -11,7 +11,7 @@ import (
 // lockDB only creates the parent directory here: this platform has no flock, so nothing stops
 // two servers from sharing a database file. Do not do that.
 func lockDB(path string) (unlock func(), err error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), stateDirMode); err != nil {
 		return nil, fmt.Errorf("devserver: create directory for DBPath: %w", err)
 	}
 	return func() {}, nil

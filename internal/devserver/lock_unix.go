@@ -17,11 +17,11 @@ import (
 // history shard. The lock is released by the returned func, or by the OS if the process dies.
 // It also excludes a second Server on the same file within one process.
 func lockDB(path string) (unlock func(), err error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), stateDirMode); err != nil {
 		return nil, fmt.Errorf("devserver: create directory for DBPath: %w", err)
 	}
 	lockPath := path + ".lock"
-	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, stateFileMode)
 	if err != nil {
 		return nil, fmt.Errorf("devserver: open lock file: %w", err)
 	}

@@ -10,7 +10,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
+	"os"
 	"strings"
 
 	"gocloud.dev/blob"
@@ -39,7 +41,11 @@ var Schemes = []string{fileblob.Scheme, s3blob.Scheme}
 // Open opens the store at rawURL. For file:// URLs the directory is
 // created if missing and temporary files are kept beside their targets
 // (so the final rename never crosses file systems) unless the URL says
-// otherwise; metadata sidecar files are not written.
+// otherwise; metadata sidecar files are not written. Directories the store
+// creates are 0700 (dir_file_mode, unless the URL sets it) and snapshots
+// are 0600 whatever the umask: a snapshot is a whole workspace, and the
+// host's other users (or another session's sandbox running as another
+// user) must not read it. An existing directory keeps its mode.
 func Open(ctx context.Context, rawURL string) (*Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -48,7 +54,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	switch u.Scheme {
 	case fileblob.Scheme:
 		q := u.Query()
-		for k, v := range map[string]string{"create_dir": "true", "no_tmp_dir": "true", "metadata": "skip"} {
+		for k, v := range map[string]string{"create_dir": "true", "no_tmp_dir": "true", "metadata": "skip", "dir_file_mode": "0700"} {
 			if !q.Has(k) {
 				q.Set(k, v)
 			}
@@ -88,7 +94,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/x-tar", BufferSize: 8 << 20})
+	w, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/x-tar", BufferSize: 8 << 20, BeforeWrite: private})
 	if err != nil {
 		return 0, fmt.Errorf("blobstore: put %s: %w", key, err)
 	}
@@ -102,6 +108,23 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 		return n, fmt.Errorf("blobstore: put %s: %w", key, err)
 	}
 	return n, nil
+}
+
+// FileMode is the mode of a snapshot in a file:// store.
+const FileMode fs.FileMode = 0o600
+
+// private makes the file a file:// store is about to write readable by its
+// owner only, before any byte is written (fileblob creates it 0666 less
+// the umask). Other stores have no file to change.
+func private(as func(any) bool) error {
+	var f *os.File
+	if !as(&f) || f == nil {
+		return nil
+	}
+	if err := f.Chmod(FileMode); err != nil {
+		return fmt.Errorf("make snapshot private: %w", err)
+	}
+	return nil
 }
 
 // onlyReader hides WriterTo so the copy uses our large buffer.
@@ -140,7 +163,7 @@ func (s *Store) Copy(ctx context.Context, from, to string) error {
 			return fmt.Errorf("blobstore: copy: %w", err)
 		}
 	}
-	if err := s.bucket.Copy(ctx, to, from, nil); err != nil {
+	if err := s.bucket.Copy(ctx, to, from, &blob.CopyOptions{BeforeCopy: private}); err != nil {
 		return fmt.Errorf("blobstore: copy %s to %s: %w", from, to, notFound(err))
 	}
 	return nil
