@@ -15,6 +15,7 @@ func secrets(cfg *config.Config) []redact.Secret {
 	out := []redact.Secret{
 		{Name: "SANDBOT_MODEL_API_KEY", Value: cfg.Model.APIKey},
 		{Name: "SANDBOT_DECISION_KEY", Value: cfg.DecisionKey},
+		{Name: "SANDBOT_TEMPORAL_API_KEY", Value: cfg.Temporal.APIKey},
 		{Name: "SANDBOT_SLACK_BOT_TOKEN", Value: cfg.Slack.BotToken},
 		{Name: "SANDBOT_SLACK_APP_TOKEN", Value: cfg.Slack.AppToken},
 		{Name: "SANDBOT_SLACK_SIGNING_SECRET", Value: cfg.Slack.SigningSecret},
