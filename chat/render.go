@@ -133,7 +133,7 @@ func renderTurn(ts session.TurnState, o RenderOptions, listed, outputs int, atta
 		add(Block{Kind: BlockDivider})
 		head := "✋ **Approval needed** to run this command"
 		if p.Reason != "" {
-			head += ": " + p.Reason
+			head += ": " + safetext.Line(p.Reason)
 		}
 		add(Block{Kind: BlockText, Text: head})
 		cmds := pendingCommands(ts)
