@@ -214,3 +214,50 @@ func BenchmarkRestore(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkExecOverhead is the per-command cost of confinement: the
+// confined backend, the unconfined one and `sh -c true` run directly, in
+// the same run:
+//
+//	go test -run '^$' -bench ExecOverhead -benchtime 200x ./sandbox/local
+func BenchmarkExecOverhead(b *testing.B) {
+	ctx := context.Background()
+	b.Run("sh-direct", func(b *testing.B) {
+		for b.Loop() {
+			if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, mode := range []struct {
+		name   string
+		opts   Options
+		noPids bool // drop the pids cgroup of a root worker: rlimits only
+	}{
+		{"unconfined", Options{Unconfined: true}, false},
+		{"confined", Options{}, false},
+		{"confined-no-cgroup", Options{}, true},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			mode.opts.Root = b.TempDir()
+			be, err := New(mode.opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if mode.noPids {
+				be.conf.pidsBase = ""
+			}
+			b.Logf("%s", be.Describe())
+			h, err := be.Create(ctx, sandbox.Spec{SessionID: "bench-" + mode.name})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				res, err := be.Exec(ctx, h, sandbox.Cmd{Command: "true"})
+				if err != nil || res.ExitCode != 0 {
+					b.Fatalf("%+v, %v", res, err)
+				}
+			}
+		})
+	}
+}

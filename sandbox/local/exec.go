@@ -71,10 +71,15 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 			if err != nil {
 				return sandbox.Result{}, fmt.Errorf("local: exec: pids cgroup: %w", err)
 			}
+			// Removed in the background: the kernel may report the
+			// cgroup busy for a moment after its last process was reaped,
+			// and the command's result need not wait for that.
 			defer func() {
-				if err := removeCgroup(cg); err != nil {
-					b.log.Warn("local: cannot remove a command's pids cgroup", "cgroup", cg, "error", err)
-				}
+				go func() {
+					if err := removeCgroup(cg); err != nil {
+						b.log.Warn("local: cannot remove a command's pids cgroup", "cgroup", cg, "error", err)
+					}
+				}()
 			}()
 			// The shell joins the cgroup and then becomes bwrap, so every
 			// process of the command is born inside it.

@@ -226,6 +226,10 @@ func (b *Backend) Describe() string { return b.describe }
 // Confined reports whether commands run confined.
 func (b *Backend) Confined() bool { return b.conf != nil }
 
+// SharesNetwork reports whether commands reach the host's network (always,
+// when unconfined).
+func (b *Backend) SharesNetwork() bool { return b.conf == nil || b.opts.Network }
+
 // instanceFile names the file holding the root's identity.
 const instanceFile = ".instance"
 
