@@ -148,7 +148,9 @@ func TestDevStateIsPrivate(t *testing.T) {
 	if _, err := io.WriteString(in, "second-turn-echo\n"); err != nil {
 		t.Fatal(err)
 	}
-	out.waitFor(t, "the second answer", func(s string) bool { return strings.Count(s, "second-turn-echo") >= 1 && strings.Contains(s, "exit code: 0") })
+	out.waitFor(t, "the second answer", func(s string) bool {
+		return strings.Count(s, "second-turn-echo") >= 1 && strings.Contains(s, "exit code: 0")
+	})
 	if _, err := io.WriteString(in, "/quit\n"); err != nil {
 		t.Fatal(err)
 	}
