@@ -1,6 +1,9 @@
 package workerapp
 
 import (
+	"encoding/pem"
+	"os"
+
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/redact"
 )
@@ -23,5 +26,28 @@ func secrets(cfg *config.Config) []redact.Secret {
 	}
 	// Credentials written into the snapshot store's URL (s3://key:secret@...
 	// or as query parameters).
-	return append(out, redact.URLSecrets("SANDBOT_SANDBOX_SNAPSHOT_URL", cfg.Sandbox.SnapshotURL)...)
+	out = append(out, redact.URLSecrets("SANDBOT_SANDBOX_SNAPSHOT_URL", cfg.Sandbox.SnapshotURL)...)
+	return append(out, pemSecrets("SANDBOT_TEMPORAL_TLS_KEY", cfg.Temporal.TLSKey)...)
+}
+
+// pemSecrets are the DER bodies of the PEM blocks in the file at path (the
+// mTLS private key): a PEM file is the base64 of its DER, wrapped into
+// lines, which the redactor finds. A file that cannot be read yields none;
+// the configuration check has already reported it.
+func pemSecrets(name, path string) []redact.Secret {
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []redact.Secret
+	for {
+		var b *pem.Block
+		if b, data = pem.Decode(data); b == nil {
+			return out
+		}
+		out = append(out, redact.Secret{Name: name, Value: string(b.Bytes)})
+	}
 }

@@ -1,10 +1,16 @@
 package workerapp
 
 import (
+	"encoding/base64"
+	"encoding/pem"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sandbot/sandbot/config"
+	"github.com/sandbot/sandbot/redact"
 )
 
 // TestEverySecretSettingIsRedacted: each registry variable marked Secret
@@ -33,5 +39,31 @@ func TestEverySecretSettingIsRedacted(t *testing.T) {
 	}
 	if u := got["SANDBOT_SANDBOX_SNAPSHOT_URL"]; len(u) != 2 {
 		t.Errorf("snapshot URL credentials: %q, want its password and its secret query parameter", u)
+	}
+}
+
+// The mTLS private key is a file; a command that printed it (or its PEM
+// body, or the DER in base64) shows only the marker.
+func TestTLSKeyFileIsRedacted(t *testing.T) {
+	der := make([]byte, 121)
+	for i := range der {
+		der[i] = byte(i*37 + 11)
+	}
+	block := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	path := filepath.Join(t.TempDir(), "client.key")
+	if err := os.WriteFile(path, block, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Load()
+	cfg.Temporal.TLSKey = path
+	r := redact.New(secrets(cfg)...)
+	out := r.Redact("$ cat client.key\n" + string(block) + "$ base64 -w0 key.der\n" + base64.StdEncoding.EncodeToString(der) + "\n")
+	if !strings.Contains(out, redact.Marker("SANDBOT_TEMPORAL_TLS_KEY")) || strings.Contains(out, base64.StdEncoding.EncodeToString(der)[:40]) {
+		t.Errorf("the key file survived redaction:\n%s", out)
+	}
+	for _, line := range strings.Split(string(block), "\n")[1:3] {
+		if strings.Contains(out, line) {
+			t.Errorf("PEM line %q survived:\n%s", line, out)
+		}
 	}
 }
