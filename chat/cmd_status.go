@@ -55,6 +55,13 @@ func statusCard(p Poster, id string, info session.Info, ts session.TurnState, ui
 	if ts.Queued > 0 {
 		fields = append(fields, Field{Label: "Queued", Value: fmt.Sprint(ts.Queued)})
 	}
+	if info.Confinement != "" {
+		sandbox := info.Confinement
+		if info.SandboxWarning != "" {
+			sandbox = "⚠️ " + sandbox
+		}
+		fields = append(fields, Field{Label: "Sandbox", Value: sandbox})
+	}
 	if info.Parent != "" {
 		from := info.Parent
 		if loc, err := session.ParseID(info.Parent); err == nil {

@@ -129,7 +129,7 @@ func classify(op string, err error) error {
 // of a host-bound backend it must run on the handle's TaskQueue; when that
 // host is gone the workflow calls it again on the shared queue without the
 // handle, and the session continues from its snapshot on another host.
-func (a *Activities) Ensure(ctx context.Context, req EnsureRequest) (_ EnsureResult, err error) {
+func (a *Activities) Ensure(ctx context.Context, req EnsureRequest) (res EnsureResult, err error) {
 	defer func() { err = RedactError(a.Redactor, err) }()
 	if req.SessionID == "" || req.Backend == "" {
 		return EnsureResult{}, badRequest("sandbox: ensure: session_id and backend are required")
@@ -138,6 +138,11 @@ func (a *Activities) Ensure(ctx context.Context, req EnsureRequest) (_ EnsureRes
 	if err != nil {
 		return EnsureResult{}, err
 	}
+	defer func() {
+		if err == nil {
+			res.Confinement, res.Warning = describeConfinement(b)
+		}
+	}()
 	stop := heartbeatWhileRunning(ctx, nil)
 	defer stop()
 
@@ -163,7 +168,7 @@ func (a *Activities) Ensure(ctx context.Context, req EnsureRequest) (_ EnsureRes
 		return EnsureResult{}, classify("ensure: create", err)
 	}
 	h.TaskQueue = a.taskQueue(b)
-	res := EnsureResult{Handle: h, Created: true}
+	res = EnsureResult{Handle: h, Created: true}
 	if req.Snapshot == "" {
 		if lost {
 			res.Notice = NoticeLostNoSnapshot
@@ -469,4 +474,36 @@ func (b redactingBackend) Exec(ctx context.Context, h Handle, cmd Cmd) (Result, 
 	res, err := b.Backend.Exec(ctx, h, cmd)
 	res.Stdout, res.Stderr = b.r.Redact(res.Stdout), b.r.Redact(res.Stderr)
 	return res, RedactError(b.r, err)
+}
+
+// Describer is an optional Backend capability: how it confines commands,
+// for /status, and whether it does at all.
+type Describer interface {
+	// Describe says in one line what commands can see and do.
+	Describe() string
+	// Confined is false when commands run with the worker's own rights.
+	Confined() bool
+	// SharesNetwork is true when commands reach the host's network.
+	SharesNetwork() bool
+}
+
+// Warnings a session shows on the first card of a sandbox it made.
+const (
+	WarningUnconfined = "⚠️ This session's sandbox is NOT confined: its commands run with the worker's rights and can read the host's files, see its processes and reach its network. An operator turned confinement off (SANDBOT_SANDBOX_LOCAL_UNCONFINED)."
+	WarningNetwork    = "⚠️ This session's sandbox shares the host's network: its commands can reach any service the worker can (SANDBOT_SANDBOX_LOCAL_NETWORK)."
+)
+
+func describeConfinement(b Backend) (line, warning string) {
+	d, ok := b.(Describer)
+	if !ok {
+		return "", ""
+	}
+	line = d.Describe()
+	switch {
+	case !d.Confined():
+		warning = WarningUnconfined
+	case d.SharesNetwork():
+		warning = WarningNetwork
+	}
+	return line, warning
 }

@@ -28,6 +28,11 @@ type EnsureResult struct {
 	// Notice is a user-facing sentence about what happened ("the sandbox was
 	// lost and has been restored from the snapshot of turn 4"), or empty.
 	Notice string `json:"notice,omitempty"`
+	// Confinement says how the backend confines commands (Describer).
+	Confinement string `json:"confinement,omitempty"`
+	// Warning, when set, is shown on the first card of a sandbox made for
+	// the session: it is unconfined, or shares the host's network.
+	Warning string `json:"warning,omitempty"`
 }
 
 // ExecRequest runs the commands of one shell tool call, in order.

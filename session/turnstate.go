@@ -148,4 +148,10 @@ type Info struct {
 	Runs         int              `json:"runs"`
 	// Suspended is true while the idle sandbox is suspended.
 	Suspended bool `json:"suspended,omitempty"`
+	// Confinement says how the sandbox confines commands ("" until the
+	// session first used one, or for a backend that does not say).
+	Confinement string `json:"confinement,omitempty"`
+	// SandboxWarning is set when the sandbox is unconfined or shares the
+	// host's network.
+	SandboxWarning string `json:"sandbox_warning,omitempty"`
 }

@@ -111,20 +111,22 @@ func (s *sessionRun) turnState() session.TurnState {
 
 func (s *sessionRun) info(ctx workflow.Context) session.Info {
 	return session.Info{
-		WorkflowID:   s.id,
-		Location:     s.st.Location,
-		Owner:        s.st.Owner,
-		Title:        s.st.Title,
-		Backend:      s.st.Backend,
-		Turns:        s.st.Turn,
-		Status:       s.st.Last.Status,
-		Parent:       s.st.Parent,
-		ForkedAtTurn: s.st.ForkedAtTurn,
-		CreatedAt:    s.st.CreatedAt,
-		Snapshot:     s.st.Snapshot,
-		Decisions:    append([]session.DecisionRecord(nil), s.st.Decisions...),
-		Runs:         s.st.Runs,
-		Suspended:    s.st.Suspended,
+		WorkflowID:     s.id,
+		Location:       s.st.Location,
+		Owner:          s.st.Owner,
+		Title:          s.st.Title,
+		Backend:        s.st.Backend,
+		Turns:          s.st.Turn,
+		Status:         s.st.Last.Status,
+		Parent:         s.st.Parent,
+		ForkedAtTurn:   s.st.ForkedAtTurn,
+		CreatedAt:      s.st.CreatedAt,
+		Snapshot:       s.st.Snapshot,
+		Decisions:      append([]session.DecisionRecord(nil), s.st.Decisions...),
+		Runs:           s.st.Runs,
+		Suspended:      s.st.Suspended,
+		Confinement:    s.st.Confinement,
+		SandboxWarning: s.st.SandboxWarning,
 	}
 }
 

@@ -49,6 +49,12 @@ type State struct {
 	Paused         bool   `json:"paused,omitempty"`
 	// Suspended is true when the idle sandbox was suspended.
 	Suspended bool `json:"suspended,omitempty"`
+	// Confinement is how the sandbox's backend confines commands, as the
+	// backend last said (shown by /status).
+	Confinement string `json:"confinement,omitempty"`
+	// SandboxWarning is set when that confinement is weakened (see
+	// sandbox.EnsureResult.Warning).
+	SandboxWarning string `json:"sandbox_warning,omitempty"`
 
 	// Last is the current (or last) turn as the bot sees it.
 	Last session.TurnState `json:"last"`

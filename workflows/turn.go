@@ -401,6 +401,12 @@ func (s *sessionRun) ensureSandbox(ctx workflow.Context) (sandbox.Handle, error)
 	if res.Notice != "" {
 		s.notice("%s", res.Notice)
 	}
+	if res.Confinement != "" {
+		s.st.Confinement, s.st.SandboxWarning = res.Confinement, res.Warning
+	}
+	if res.Created && res.Warning != "" {
+		s.notice("%s", res.Warning)
+	}
 	return h, nil
 }
 
