@@ -23,6 +23,9 @@ import (
 // attacks are commands that must print "blocked" when confined; each
 // prints something else when it got through.
 func attacks(t *testing.T, outside string) map[string]string {
+	// A name of our own, removed afterwards: unconfined, the write lands.
+	sysPlant := fmt.Sprintf("/etc/sandbot-attack-%d", os.Getpid())
+	t.Cleanup(func() { os.Remove(sysPlant) })
 	secret := filepath.Join(outside, "secret.txt")
 	if err := os.WriteFile(secret, []byte("host-secret"), 0o600); err != nil {
 		t.Fatal(err)
@@ -31,7 +34,7 @@ func attacks(t *testing.T, outside string) map[string]string {
 		"read a file outside":  `cat ` + secret + ` 2>/dev/null | grep -q host-secret && echo leaked || echo blocked`,
 		"symlink out and read": `ln -s ` + secret + ` s && (cat s 2>/dev/null | grep -q host-secret && echo leaked || echo blocked)`,
 		"write outside":        `echo x > ` + filepath.Join(outside, "planted") + ` 2>/dev/null; [ -e ` + filepath.Join(outside, "planted") + ` ] && echo wrote || echo blocked`,
-		"write system dirs":    `touch /usr/pwned /etc/pwned 2>/dev/null && echo wrote || echo blocked`,
+		"write system dirs":    `touch ` + sysPlant + ` 2>/dev/null && echo wrote || echo blocked`,
 		"read /etc/shadow":     `cat /etc/shadow >/dev/null 2>&1 && echo read || echo blocked`,
 		"run as root":          `[ "$(id -u)" != 0 ] && echo blocked || echo root`,
 		"mount":                `mkdir -p m && mount -t tmpfs none m 2>/dev/null && umount m && echo mounted || echo blocked`,
