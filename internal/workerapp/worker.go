@@ -43,8 +43,8 @@ type Worker struct {
 	// when it could not be told, and then nothing is swept.
 	deployment string
 	store      *blobstore.Store
-	backends  []sandbox.Backend
-	cancel    context.CancelFunc
+	backends   []sandbox.Backend
+	cancel     context.CancelFunc
 }
 
 // Options let tests and cmd/dev adjust the assembly. The zero value is
