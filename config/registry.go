@@ -403,7 +403,7 @@ var coreVars = []Var{
 
 	// Trust.
 	{Name: "SANDBOT_DECISION_KEY", Readers: RoleWorker | RoleBot, Secret: true,
-		Doc: "shared secret (32+ bytes) the bot signs every decision with and the worker checks; cmd/dev makes one per run",
+		Doc:   "shared secret (32+ bytes) the bot signs every decision with and the worker checks; cmd/dev makes one per run",
 		field: func(c *Config) any { return &c.DecisionKey },
 		check: func(c *Config, p *probs) {
 			if n := len(c.DecisionKey); n < session.MinKeyBytes {

@@ -21,7 +21,8 @@ type SuspendResult struct {
 // backend supports it (Suspender). The next Exec resumes it. Run it on the
 // handle's TaskQueue after the workspace was snapshotted, so even a
 // sandbox that is later lost can be restored.
-func (a *Activities) Suspend(ctx context.Context, req SuspendRequest) (SuspendResult, error) {
+func (a *Activities) Suspend(ctx context.Context, req SuspendRequest) (_ SuspendResult, err error) {
+	defer func() { err = RedactError(a.Redactor, err) }()
 	b, err := a.backend(req.Handle.Backend)
 	if err != nil {
 		return SuspendResult{}, err
@@ -57,7 +58,8 @@ type DeleteSnapshotsRequest struct {
 // DeleteSnapshots removes snapshots a session no longer needs (each turn
 // that changes the workspace writes a new one). Missing keys are not an
 // error, so the activity can be retried.
-func (a *Activities) DeleteSnapshots(ctx context.Context, req DeleteSnapshotsRequest) error {
+func (a *Activities) DeleteSnapshots(ctx context.Context, req DeleteSnapshotsRequest) (err error) {
+	defer func() { err = RedactError(a.Redactor, err) }()
 	if a.Store == nil {
 		return badRequest("sandbox: delete snapshots: no snapshot store configured")
 	}

@@ -32,7 +32,10 @@ func TestSignatureBindsEverythingItCovers(t *testing.T) {
 		mutate func(r *session.ApproveRequest) (wf, update string, k []byte, at time.Time)
 		want   error
 	}{
-		{"another user", func(r *session.ApproveRequest) (string, string, []byte, time.Time) { r.User.ID = "U2"; return wf, session.UpdateApprove, key, now }, session.ErrBadSignature},
+		{"another user", func(r *session.ApproveRequest) (string, string, []byte, time.Time) {
+			r.User.ID = "U2"
+			return wf, session.UpdateApprove, key, now
+		}, session.ErrBadSignature},
 		{"an added role", func(r *session.ApproveRequest) (string, string, []byte, time.Time) {
 			r.User.Roles = append(r.User.Roles, "admin")
 			return wf, session.UpdateApprove, key, now
@@ -41,11 +44,16 @@ func TestSignatureBindsEverythingItCovers(t *testing.T) {
 			r.Decision = session.DecisionApproveAlways
 			return wf, session.UpdateApprove, key, now
 		}, session.ErrBadSignature},
-		{"another call", func(r *session.ApproveRequest) (string, string, []byte, time.Time) { r.CallID = "c2"; return wf, session.UpdateApprove, key, now }, session.ErrBadSignature},
+		{"another call", func(r *session.ApproveRequest) (string, string, []byte, time.Time) {
+			r.CallID = "c2"
+			return wf, session.UpdateApprove, key, now
+		}, session.ErrBadSignature},
 		{"another session", func(r *session.ApproveRequest) (string, string, []byte, time.Time) {
 			return "session/slack/T1/C1/9.9", session.UpdateApprove, key, now
 		}, session.ErrBadSignature},
-		{"another update", func(r *session.ApproveRequest) (string, string, []byte, time.Time) { return wf, session.UpdateDestroy, key, now }, session.ErrBadSignature},
+		{"another update", func(r *session.ApproveRequest) (string, string, []byte, time.Time) {
+			return wf, session.UpdateDestroy, key, now
+		}, session.ErrBadSignature},
 		{"another key", func(r *session.ApproveRequest) (string, string, []byte, time.Time) {
 			return wf, session.UpdateApprove, []byte("ffffffffffffffffffffffffffffffff"), now
 		}, session.ErrBadSignature},
@@ -60,7 +68,9 @@ func TestSignatureBindsEverythingItCovers(t *testing.T) {
 			r.Auth = session.Signature{}
 			return wf, session.UpdateApprove, key, now
 		}, session.ErrUnsigned},
-		{"no key on the worker", func(r *session.ApproveRequest) (string, string, []byte, time.Time) { return wf, session.UpdateApprove, nil, now }, session.ErrBadSignature},
+		{"no key on the worker", func(r *session.ApproveRequest) (string, string, []byte, time.Time) {
+			return wf, session.UpdateApprove, nil, now
+		}, session.ErrBadSignature},
 	} {
 		r := signed()
 		w, u, k, at := tc.mutate(r)
