@@ -47,7 +47,7 @@ func newAttackEnv(t *testing.T, opts ...stackOption) *attackEnv {
 	// A worker-like host process holding the model key in its environment
 	// (the test binary's own environment is the test runner's).
 	e.decoy = exec.Command("sleep", "6001"+strconv.Itoa(os.Getpid()%1000))
-	e.decoy.Env = []string{"SANDBOT_MODEL_API_KEY=" + s.cfg.Model.APIKey, "SANDBOT_ATTACK_CANARY=" + e.canary}
+	e.decoy.Env = []string{"SANDBOT_MODEL_API_KEY=" + s.cfg.Model.APIKey, "ATTACK_CANARY=" + e.canary}
 	if err := e.decoy.Start(); err != nil {
 		t.Fatal(err)
 	}
