@@ -3,6 +3,7 @@ package workerapp
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/sandbox"
@@ -12,8 +13,9 @@ import (
 // newLocalBackend builds the confined local backend from the worker's
 // settings. The backend names no setting, so a refusal to confine is
 // completed here with the one that opts out.
-func newLocalBackend(cfg *config.Config) (sandbox.Backend, error) {
+func newLocalBackend(cfg *config.Config, log *slog.Logger) (sandbox.Backend, error) {
 	b, err := local.New(local.Options{
+		Logger:         log,
 		Root:           cfg.Sandbox.LocalRoot,
 		DefaultTimeout: cfg.Session.CommandTimeout,
 		Network:        cfg.Sandbox.LocalNetwork,

@@ -24,6 +24,7 @@ import (
 	"github.com/sandbot/sandbot/redact"
 	"github.com/sandbot/sandbot/sandbox"
 	"github.com/sandbot/sandbot/sandbox/blobstore"
+	"github.com/sandbot/sandbot/sandbox/local"
 	"github.com/sandbot/sandbot/session"
 	"github.com/sandbot/sandbot/workflows"
 )
@@ -101,7 +102,10 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 	}
 	backends := opts.Backends
 	if backends == nil {
-		backends = w.buildBackends(ctx, cfg, log)
+		if backends, err = w.buildBackends(ctx, cfg, log); err != nil {
+			_ = store.Close()
+			return nil, fmt.Errorf("worker: %w", err)
+		}
 	}
 	byName, err := sandbox.NewBackends(backends...)
 	if err != nil {
@@ -161,23 +165,31 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 	return w, nil
 }
 
-func (w *Worker) buildBackends(ctx context.Context, cfg *config.Config, log *slog.Logger) []sandbox.Backend {
+// buildBackends builds the configured backends. One that cannot run yet
+// (the Docker daemon is down, a cloud backend not built in) is left
+// unserved with its reason, so the worker serves the others; one that could
+// only run unsafely (the local backend where commands cannot be confined)
+// stops start-up, naming the setting that opts out.
+func (w *Worker) buildBackends(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]sandbox.Backend, error) {
 	var out []sandbox.Backend
 	for _, name := range cfg.Sandbox.Backends {
 		b, err := newBackend(ctx, name, cfg, w.deployment, log)
+		if errors.Is(err, local.ErrCannotConfine) {
+			return nil, fmt.Errorf("backend %s: %w", name, err)
+		}
 		if err != nil {
 			w.Unavailable[name] = err.Error()
 			continue
 		}
 		out = append(out, b)
 	}
-	return out
+	return out, nil
 }
 
 func newBackend(ctx context.Context, name string, cfg *config.Config, deployment string, log *slog.Logger) (sandbox.Backend, error) {
 	switch name {
 	case "local":
-		return newLocalBackend(cfg)
+		return newLocalBackend(cfg, log.With("backend", "local"))
 	case "docker":
 		return newDockerBackend(ctx, cfg, deployment, log.With("backend", "docker"))
 	case "daytona", "e2b":
