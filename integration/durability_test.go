@@ -66,15 +66,24 @@ func TestStopMidCommand(t *testing.T) {
 	s := newStack(t, func(c *config.Config) { c.Session.ApprovalMode = "never" })
 	th := s.thread("stop")
 	s.model.Push(
-		fakeopenai.ToolCallStep("c1", "shell", shell("echo $$ > pid; sleep 300; echo finished > after")),
+		fakeopenai.ToolCallStep("c1", "shell", shell("echo $$ > pid; sleep 3017; echo finished > after")),
 		fakeopenai.FinalStep("next turn answer"),
 	)
 	s.say(th, "ev-1", "run the long thing")
 	pidFile := findWorkspaceFile(t, s, "pid")
 	pidText := waitFile(t, pidFile, func(s string) bool { return strings.HasSuffix(s, "\n") })
-	pid, err := strconv.Atoi(strings.TrimSpace(pidText))
-	if err != nil {
+	if _, err := strconv.Atoi(strings.TrimSpace(pidText)); err != nil {
 		t.Fatal(err)
+	}
+	// The PID the command printed is its sandbox's own; find the sleep
+	// on the host by its argument.
+	var pid int
+	for deadline := time.Now().Add(waitTimeout); pid == 0; time.Sleep(20 * time.Millisecond) {
+		if pids := hostProcsWith(t, "3017"); len(pids) > 0 {
+			pid = pids[0]
+		} else if time.Now().After(deadline) {
+			t.Fatal("the command's sleep never started")
+		}
 	}
 	s.say(th, "ev-stop", "/stop")
 	end := s.waitState(th, "stopped turn", done)
@@ -82,7 +91,7 @@ func TestStopMidCommand(t *testing.T) {
 		t.Fatalf("state after stop: %s", dump(end))
 	}
 	if alive(pid) {
-		t.Fatalf("the command's shell (pid %d) survived /stop", pid)
+		t.Fatalf("the command's sleep (host pid %d) survived /stop", pid)
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(pidFile), "after")); err == nil {
 		t.Fatal("the stopped command ran to completion")
