@@ -147,7 +147,7 @@ func (f *Sessions) Get(id string) session.TurnState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if s := f.sessions[id]; s != nil {
-		return s.ts
+		return cloneTurnState(s.ts)
 	}
 	return session.TurnState{}
 }
@@ -219,7 +219,26 @@ func (f *Sessions) TurnState(_ context.Context, id string) (session.TurnState, e
 	if err != nil {
 		return session.TurnState{}, err
 	}
-	return s.ts, nil
+	return cloneTurnState(s.ts), nil
+}
+
+// cloneTurnState copies ts the way a query answer is a fresh decoding:
+// the caller may read it while the fake moves the session on.
+func cloneTurnState(ts session.TurnState) session.TurnState {
+	ts.ToolCalls = slices.Clone(ts.ToolCalls)
+	for i := range ts.ToolCalls {
+		if d := ts.ToolCalls[i].Decision; d != nil {
+			dc := *d
+			ts.ToolCalls[i].Decision = &dc
+		}
+		ts.ToolCalls[i].Commands = slices.Clone(ts.ToolCalls[i].Commands)
+	}
+	ts.Notices = slices.Clone(ts.Notices)
+	if ts.Pending != nil {
+		p := *ts.Pending
+		ts.Pending = &p
+	}
+	return ts
 }
 
 // Approve implements chat.Sessions, validating like the workflow's update
