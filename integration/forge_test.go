@@ -27,7 +27,7 @@ var mallory = chat.User{ID: "U-mallory", Name: "mallory"}
 // dial it (see the local attack tests).
 func TestForgedApprovalFromASandboxFails(t *testing.T) {
 	s := newStack(t, func(c *config.Config) { c.Sandbox.LocalNetwork = true })
-	victim := s.thread("victim")
+	victim := s.thread("forge-victim")
 	s.model.Push(
 		fakeopenai.ToolCallStep("v1", "shell", shell("echo keep > important.txt")),
 		fakeopenai.FinalStep("made it"),
@@ -51,7 +51,7 @@ func TestForgedApprovalFromASandboxFails(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build forger: %v\n%s", err, out)
 	}
-	attacker := s.thread("attacker")
+	attacker := s.thread("forge-attacker")
 	s.model.Push(fakeopenai.ToolCallStep("a1", "shell", shell("echo here > attacker-marker")), fakeopenai.FinalStep("ready"))
 	s.sayAs(attacker, mallory, "ev-a1", "get ready")
 	s.waitState(attacker, "approval of a1", func(ts session.TurnState) bool { return ts.Pending != nil })
@@ -106,7 +106,7 @@ func TestForgedApprovalFromASandboxFails(t *testing.T) {
 // and which sessions therefore ignore).
 func TestUnsignedDecisionsAreRefused(t *testing.T) {
 	s := newStack(t)
-	th := s.thread("guarded")
+	th := s.thread("forge-guarded")
 	s.model.Push(fakeopenai.ToolCallStep("c1", "shell", shell("touch pwned")), fakeopenai.FinalStep("done"))
 	s.say(th, "ev-1", "go")
 	s.waitState(th, "approval", func(ts session.TurnState) bool { return ts.Pending != nil })
@@ -128,7 +128,7 @@ func TestUnsignedDecisionsAreRefused(t *testing.T) {
 	if err := send(session.UpdateApprove, approve); err == nil || !strings.Contains(err.Error(), "does not verify") {
 		t.Fatalf("wrongly signed approve: %v", err)
 	}
-	session.Sign([]byte(s.cfg.DecisionKey), s.thread("elsewhere").ID(), session.UpdateApprove, approve, time.Now())
+	session.Sign([]byte(s.cfg.DecisionKey), s.thread("forge-elsewhere").ID(), session.UpdateApprove, approve, time.Now())
 	if err := send(session.UpdateApprove, approve); err == nil || !strings.Contains(err.Error(), "does not verify") {
 		t.Fatalf("a signature for another session: %v", err)
 	}
