@@ -138,6 +138,11 @@ type Sandbox struct {
 	LocalUnconfined bool
 	// SnapshotURL is a gocloud.dev/blob URL: file:///path or s3://bucket.
 	SnapshotURL string
+	// WorkspaceQuota bounds a session's workspace and any one file in it
+	// (0: no limit).
+	WorkspaceQuota Bytes
+	// SnapshotMax bounds one stored, compressed snapshot (0: no limit).
+	SnapshotMax Bytes
 	// HostID names this worker host for host-bound sandboxes (default: the
 	// hostname).
 	HostID string

@@ -304,6 +304,12 @@ var coreVars = []Var{
 				p.add("%q is not supported; use file:///path or s3://bucket?region=...", u)
 			}
 		}},
+	{Name: "SANDBOT_SANDBOX_WORKSPACE_QUOTA", Default: "4g", Readers: worker,
+		Doc:   "largest workspace a session may keep: a snapshot of a larger one is refused with a message in the thread, and no single file a command writes may pass it (RLIMIT_FSIZE); 0: no limit",
+		field: func(c *Config) any { return &c.Sandbox.WorkspaceQuota }},
+	{Name: "SANDBOT_SANDBOX_SNAPSHOT_MAX", Default: "2g", Readers: worker,
+		Doc:   "largest stored (zstd-compressed) snapshot; a larger one is refused with a message in the thread; 0: no limit",
+		field: func(c *Config) any { return &c.Sandbox.SnapshotMax }},
 	{Name: "SANDBOT_SANDBOX_HOST_ID", DefaultDoc: "hostname", Readers: RoleWorker,
 		Doc:   "names this host's task queue",
 		field: func(c *Config) any { return &c.Sandbox.HostID },

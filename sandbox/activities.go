@@ -33,7 +33,28 @@ const (
 	// ErrTypeRestoreFailed: a snapshot could not be restored (corrupt or
 	// unsafe archive).
 	ErrTypeRestoreFailed = "SandboxRestoreFailed"
+	// ErrTypeWorkspaceOverQuota: the workspace is larger than its quota,
+	// so no snapshot was stored.
+	ErrTypeWorkspaceOverQuota = "WorkspaceOverQuota"
+	// ErrTypeSnapshotTooLarge: the compressed snapshot passed its cap, so
+	// none was stored.
+	ErrTypeSnapshotTooLarge = "SnapshotTooLarge"
 )
+
+// Limits bound what a session may keep. Each limit is optional (zero: no
+// limit); the setting names only go into messages, so the user learns
+// which knob the operator would turn.
+type Limits struct {
+	// WorkspaceBytes bounds the workspace: the archive a snapshot makes of
+	// it (file contents plus 512 bytes of header per entry) must not pass
+	// it. Backends also get it as the largest file a command may write
+	// (RLIMIT_FSIZE), so one runaway write stops there.
+	WorkspaceBytes int64
+	// SnapshotBytes bounds one stored, compressed snapshot.
+	SnapshotBytes int64
+	// WorkspaceSetting and SnapshotSetting name the two settings.
+	WorkspaceSetting, SnapshotSetting string
+}
 
 // SnapshotStore is what the activities need from the snapshot store
 // (sandbox/blobstore implements it). Implementations must be safe for
@@ -70,6 +91,8 @@ type Activities struct {
 	// or a backend error can print a secret the worker holds; scrubbing
 	// here, on the worker, is the last point before it leaves.
 	Redactor Redactor
+	// Limits bound workspaces and snapshots.
+	Limits Limits
 }
 
 // Redactor replaces known secrets in a text (redact.Redactor implements
@@ -221,7 +244,12 @@ func (a *Activities) restore(ctx context.Context, b Backend, h Handle, key strin
 		return err
 	}
 	defer r.Close()
-	return b.Import(ctx, h, r)
+	tr, err := ReadSnapshot(r)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnsafeArchive, err)
+	}
+	defer tr.Close()
+	return b.Import(ctx, h, tr)
 }
 
 // Snapshot writes the workspace to req.Key unless its fingerprint still
@@ -251,24 +279,60 @@ func (a *Activities) Snapshot(ctx context.Context, req SnapshotRequest) (_ Snaps
 			return SnapshotResult{Written: false, Fingerprint: fp}, nil
 		}
 	}
+	n, err := a.export(ctx, b, req.Handle, req.Key)
+	if err != nil {
+		return SnapshotResult{}, err
+	}
+	return SnapshotResult{Written: true, Key: req.Key, Fingerprint: fp, Bytes: n}, nil
+}
+
+// export streams the workspace from the backend through the compressor
+// into the store: backend tar → workspace limit → zstd → snapshot limit →
+// pipe → store. Nothing holds the whole workspace in memory, and the store
+// makes the object appear only if the stream ends cleanly, so a workspace
+// over its quota or a snapshot over its cap leaves the previous snapshot
+// the session's latest. It returns the stored (compressed) size.
+func (a *Activities) export(ctx context.Context, b Backend, h Handle, key string) (int64, error) {
 	pr, pw := io.Pipe()
+	stored := &limitWriter{w: pw, limit: a.Limits.SnapshotBytes, err: ErrOverLimit}
+	enc, err := compressSnapshot(stored)
+	if err != nil {
+		return 0, classify("snapshot", err)
+	}
+	archive := &limitWriter{w: enc, limit: a.Limits.WorkspaceBytes, err: ErrOverLimit}
 	exported := make(chan error, 1)
 	go func() {
-		err := b.Export(ctx, req.Handle, pw)
+		err := b.Export(ctx, h, archive)
+		if cerr := enc.Close(); err == nil {
+			err = cerr // the last frame failed to reach the store
+		}
 		pw.CloseWithError(err) // nil: the reader sees EOF
 		exported <- err
 	}()
-	n, putErr := a.Store.Put(ctx, req.Key, pr)
+	n, putErr := a.Store.Put(ctx, key, pr)
 	if putErr != nil {
 		pr.CloseWithError(putErr) // unblock the exporter
 	}
-	if err := <-exported; err != nil {
-		return SnapshotResult{}, classify("snapshot: export", err)
+	exportErr := <-exported
+	// The limits are read from the counters, not from the error: a
+	// backend may wrap a writer's error any way it likes.
+	switch {
+	case archive.over():
+		a.log().Warn("workspace over quota; snapshot not stored", "session_id", h.SessionID, "key", key, "quota", a.Limits.WorkspaceBytes)
+		return 0, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"the workspace is over its quota of %s (%s), so no snapshot was stored; delete files such as build output, caches or downloads to get under it, or ask the operator to raise the quota",
+			FormatBytes(a.Limits.WorkspaceBytes), a.Limits.WorkspaceSetting), ErrTypeWorkspaceOverQuota, nil)
+	case stored.over():
+		a.log().Warn("snapshot over its cap; not stored", "session_id", h.SessionID, "key", key, "cap", a.Limits.SnapshotBytes)
+		return 0, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"the compressed snapshot of the workspace grew past its cap of %s (%s), so none was stored; delete files (large or already-compressed ones count the most) to get under it, or ask the operator to raise the cap",
+			FormatBytes(a.Limits.SnapshotBytes), a.Limits.SnapshotSetting), ErrTypeSnapshotTooLarge, nil)
+	case exportErr != nil:
+		return 0, classify("snapshot: export", exportErr)
+	case putErr != nil:
+		return 0, classify("snapshot: store", putErr)
 	}
-	if putErr != nil {
-		return SnapshotResult{}, classify("snapshot: store", putErr)
-	}
-	return SnapshotResult{Written: true, Key: req.Key, Fingerprint: fp, Bytes: n}, nil
+	return n, nil
 }
 
 // CopySnapshot copies a snapshot to a new key, so a fork owns its own copy

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -256,7 +257,20 @@ func TestSnapshotSkipsUnchangedWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	tr := tar.NewReader(r)
+	if head := make([]byte, 4); func() error { _, err := io.ReadFull(r, head); return err }() != nil || !bytes.Equal(head, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
+		t.Fatalf("snapshot does not start with the zstd magic number: % x", head)
+	}
+	r.Close()
+	if r, err = f.store.Open(ctx, sandbox.SnapshotKey("s", 3)); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	plain, err := sandbox.ReadSnapshot(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	tr := tar.NewReader(plain)
 	hdr, err := tr.Next()
 	if err != nil || hdr.Name != "state" {
 		t.Fatalf("snapshot's first entry %v, %v", hdr, err)

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -18,7 +19,47 @@ import (
 // snapshots live. It ends with "/", so one session's prefix never matches
 // another session whose ID merely starts the same way.
 func SessionPrefix(sessionID string) string {
-	return "sessions/" + escapeKeySegment(sessionID) + "/"
+	return SessionsPrefix + escapeKeySegment(sessionID) + "/"
+}
+
+// SessionsPrefix is the store prefix under which every session's prefix
+// lies.
+const SessionsPrefix = "sessions/"
+
+// SessionOfPrefix is the inverse of SessionPrefix: the session ID a
+// session prefix was made from, or an error for a key SessionPrefix could
+// not have made.
+func SessionOfPrefix(prefix string) (string, error) {
+	seg, ok := strings.CutPrefix(prefix, SessionsPrefix)
+	if !ok || !strings.HasSuffix(seg, "/") {
+		return "", fmt.Errorf("%w: %q is not a session prefix (want e.g. %q)", ErrBadKey, prefix, SessionPrefix("session"))
+	}
+	seg = strings.TrimSuffix(seg, "/")
+	if seg == "%00" {
+		return "", nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(seg); i++ {
+		c := seg[i]
+		if c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		if i+2 >= len(seg) {
+			return "", fmt.Errorf("%w: %q ends inside an escape", ErrBadKey, prefix)
+		}
+		v, err := strconv.ParseUint(seg[i+1:i+3], 16, 8)
+		if err != nil || strings.ToUpper(seg[i+1:i+3]) != seg[i+1:i+3] {
+			return "", fmt.Errorf("%w: %q has a bad escape %q", ErrBadKey, prefix, seg[i:i+3])
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	id := b.String()
+	if SessionPrefix(id) != prefix {
+		return "", fmt.Errorf("%w: %q is not how session %q is written", ErrBadKey, prefix, id)
+	}
+	return id, nil
 }
 
 // SnapshotKey is the store key of a session's snapshot taken after turn.

@@ -92,3 +92,17 @@ func TestBackendsGetListsServed(t *testing.T) {
 		t.Error("NewBackends accepted nil")
 	}
 }
+
+func TestSessionOfPrefixInvertsSessionPrefix(t *testing.T) {
+	for _, id := range []string{"slack:T1:C1:1700000000.0001", "a/b", "..", ".hidden", "100%", "", "ünï ☃", "x\x00y"} {
+		got, err := SessionOfPrefix(SessionPrefix(id))
+		if err != nil || got != id {
+			t.Errorf("SessionOfPrefix(SessionPrefix(%q)) = %q, %v", id, got, err)
+		}
+	}
+	for _, bad := range []string{"sessions/", "other/x/", "sessions/x", "sessions/a%2/", "sessions/a%zz/", "sessions/a%2f/", "sessions/a b/"} {
+		if id, err := SessionOfPrefix(bad); err == nil {
+			t.Errorf("SessionOfPrefix(%q) = %q, want an error", bad, id)
+		}
+	}
+}

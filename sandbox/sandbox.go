@@ -137,3 +137,10 @@ var ErrUnavailable = errors.New("sandbox backend unavailable")
 // ErrNotFound is returned (wrapped) when a handle names a sandbox that no
 // longer exists.
 var ErrNotFound = errors.New("sandbox not found")
+
+// SweepGrace is how old a sandbox or snapshot must be before a sweeper may
+// remove it for belonging to an ended session. A session ID can be used
+// again (a new workflow for the same thread), and a fork's snapshot is
+// copied just before its workflow starts: what was written within the
+// grace may belong to a session the sweeper's look-up has not seen yet.
+const SweepGrace = time.Hour

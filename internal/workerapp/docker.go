@@ -53,6 +53,9 @@ func newDockerBackend(_ context.Context, cfg *config.Config, deployment string, 
 		Image: cfg.Docker.Image, PullMissing: cfg.Docker.PullMissing, Workdir: cfg.Docker.Workdir,
 		Network: cfg.Docker.Network, CPUs: cfg.Docker.Cpus, MemoryBytes: int64(cfg.Docker.Memory), PidsLimit: cfg.Docker.PidsLimit,
 		User: cfg.Docker.User, DefaultTimeout: cfg.Session.CommandTimeout,
+		// No one file may pass the workspace quota (the snapshot checks the
+		// whole).
+		MaxFileBytes: int64(cfg.Sandbox.WorkspaceQuota),
 		// Names the deployment, so the orphan sweeper only touches the
 		// containers of sessions it can look up.
 		Labels: map[string]string{LabelDeployment: deployment},

@@ -17,12 +17,12 @@ func TestLocalBackendRefusalNamesTheOptOut(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	cfg := config.Load()
 	cfg.Sandbox.LocalRoot = t.TempDir()
-	_, err := newLocalBackend(cfg, slog.New(slog.DiscardHandler))
+	_, err := newLocalBackend(cfg, "", slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "SANDBOT_SANDBOX_LOCAL_UNCONFINED") || !strings.Contains(err.Error(), "bubblewrap") {
 		t.Fatalf("newLocalBackend without bwrap: %v, want a refusal naming bubblewrap and SANDBOT_SANDBOX_LOCAL_UNCONFINED", err)
 	}
 	cfg.Sandbox.LocalUnconfined = true
-	b, err := newLocalBackend(cfg, slog.New(slog.DiscardHandler))
+	b, err := newLocalBackend(cfg, "", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestLocalBackendRefusalNamesTheOptOut(t *testing.T) {
 func TestLocalBackendIsConfinedByDefault(t *testing.T) {
 	cfg := config.Load()
 	cfg.Sandbox.LocalRoot = t.TempDir()
-	b, err := newLocalBackend(cfg, slog.New(slog.DiscardHandler))
+	b, err := newLocalBackend(cfg, "", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,16 +56,63 @@ func SweepOrphans(ctx context.Context, c client.Client, backends []sandbox.Backe
 	return removed
 }
 
-// runSweeper sweeps at start and then every interval until ctx ends.
-func runSweeper(ctx context.Context, c client.Client, backends []sandbox.Backend, every time.Duration, log *slog.Logger) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		SweepOrphans(ctx, c, backends, log)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+// snapshotStore is what SweepSnapshots needs of the snapshot store
+// (blobstore.Store).
+type snapshotStore interface {
+	Claim(ctx context.Context, deployment string) (string, error)
+	SessionIDs(ctx context.Context) ([]string, error)
+	DeleteOlder(ctx context.Context, prefix string, cutoff time.Time) (int, error)
+}
+
+// SweepSnapshots deletes the snapshots of sessions that ended without
+// /destroy (terminated, timed out, or gone from this cluster) and returns
+// the sessions it cleaned up. It sweeps only a store this deployment owns
+// (the first deployment to use a store claims it), so deployments sharing
+// a bucket never delete each other's snapshots; a session whose state is
+// unsure keeps its snapshots, and snapshots written within
+// sandbox.SweepGrace stay (they may be a fork's, copied before its
+// workflow starts, or a new session's of a reused ID).
+func SweepSnapshots(ctx context.Context, c client.Client, store snapshotStore, deployment string, log *slog.Logger) []string {
+	owner, err := store.Claim(ctx, deployment)
+	if err != nil {
+		log.Warn("snapshot sweep", "error", err)
+		return nil
+	}
+	if owner != deployment {
+		log.Warn("not sweeping snapshots: the store belongs to another deployment", "owner", owner, "deployment", deployment)
+		return nil
+	}
+	ids, err := store.SessionIDs(ctx)
+	if err != nil {
+		log.Warn("snapshot sweep", "error", err)
+		return nil
+	}
+	cutoff := time.Now().Add(-sandbox.SweepGrace)
+	alive := SessionAlive(ctx, c)
+	var swept []string
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		if id == "" {
+			continue
+		}
+		live, err := alive(id)
+		if err != nil {
+			log.Warn("snapshot sweep: keeping the snapshots of a session whose state is unknown", "workflow_id", id, "error", err)
+			continue
+		}
+		if live {
+			continue
+		}
+		n, err := store.DeleteOlder(ctx, sandbox.SessionPrefix(id), cutoff)
+		if err != nil {
+			log.Warn("snapshot sweep", "workflow_id", id, "error", err)
+		}
+		if n > 0 {
+			log.Info("deleted the snapshots of an ended session", "workflow_id", id, "count", n)
+			swept = append(swept, id)
 		}
 	}
+	return swept
 }

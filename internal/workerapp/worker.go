@@ -46,6 +46,8 @@ type Worker struct {
 	store      *blobstore.Store
 	backends   []sandbox.Backend
 	cancel     context.CancelFunc
+	client     client.Client
+	log        *slog.Logger
 }
 
 // Options let tests and cmd/dev adjust the assembly. The zero value is
@@ -86,7 +88,7 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 	if err != nil {
 		return nil, fmt.Errorf("worker: snapshot store %s: %w", cfg.Sandbox.SnapshotURL, err)
 	}
-	w := &Worker{HostQueue: session.HostQueue(cfg.Temporal.TaskQueue, cfg.Sandbox.HostID), Unavailable: map[string]string{}, store: store}
+	w := &Worker{HostQueue: session.HostQueue(cfg.Temporal.TaskQueue, cfg.Sandbox.HostID), Unavailable: map[string]string{}, store: store, client: c, log: log}
 	if cfg.Sandbox.SingleHost {
 		// One worker holds every sandbox, so its session queue is also its
 		// host queue, and sandbox activities are dispatched eagerly to the
@@ -113,7 +115,11 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 	}
 	w.Served = byName.Names()
 	w.backends = backends
-	acts := &sandbox.Activities{Backends: byName, Store: store, HostQueue: w.HostQueue, Logger: log, Redactor: red}
+	acts := &sandbox.Activities{Backends: byName, Store: store, HostQueue: w.HostQueue, Logger: log, Redactor: red,
+		Limits: sandbox.Limits{
+			WorkspaceBytes: int64(cfg.Sandbox.WorkspaceQuota), WorkspaceSetting: "SANDBOT_SANDBOX_WORKSPACE_QUOTA",
+			SnapshotBytes: int64(cfg.Sandbox.SnapshotMax), SnapshotSetting: "SANDBOT_SANDBOX_SNAPSHOT_MAX",
+		}}
 
 	wo := opts.Temporal
 	if wo.MaxHeartbeatThrottleInterval == 0 {
@@ -155,7 +161,7 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 	sctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	if w.deployment != "" {
-		go runSweeper(sctx, c, w.backends, 10*time.Minute, log)
+		go w.runSweeper(sctx, SweepEvery)
 	}
 	log.Info("worker started", "task_queue", cfg.Temporal.TaskQueue, "host_queue", w.HostQueue,
 		"backends", strings.Join(w.Served, ","), "model", cfg.Model.Name)
@@ -189,13 +195,53 @@ func (w *Worker) buildBackends(ctx context.Context, cfg *config.Config, log *slo
 func newBackend(ctx context.Context, name string, cfg *config.Config, deployment string, log *slog.Logger) (sandbox.Backend, error) {
 	switch name {
 	case "local":
-		return newLocalBackend(cfg, log.With("backend", "local"))
+		return newLocalBackend(cfg, deployment, log.With("backend", "local"))
 	case "docker":
 		return newDockerBackend(ctx, cfg, deployment, log.With("backend", "docker"))
 	case "daytona", "e2b":
 		return nil, fmt.Errorf("%s: not built into this version", name)
 	}
 	return nil, errors.New("unknown backend")
+}
+
+// SweepEvery is how often a worker sweeps what ended sessions left.
+const SweepEvery = 10 * time.Minute
+
+// Swept is what one sweep removed.
+type Swept struct {
+	// Sandboxes are the removed sandboxes (container IDs, workspace names).
+	Sandboxes []string
+	// Snapshots are the sessions whose snapshots were deleted.
+	Snapshots []string
+}
+
+// Sweep removes what sessions that ended without /destroy left behind on
+// this worker: their sandboxes on every backend that can sweep (Docker
+// containers, local workspaces) and their snapshots. It does nothing when
+// the deployment could not be identified. The worker sweeps at start and
+// every SweepEvery; tests and operators may call it at any time.
+func (w *Worker) Sweep(ctx context.Context) Swept {
+	if w.deployment == "" {
+		return Swept{}
+	}
+	return Swept{
+		Sandboxes: SweepOrphans(ctx, w.client, w.backends, w.log),
+		Snapshots: SweepSnapshots(ctx, w.client, w.store, w.deployment, w.log),
+	}
+}
+
+// runSweeper sweeps at start and then every interval until ctx ends.
+func (w *Worker) runSweeper(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		w.Sweep(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Stop stops every Temporal worker and waits for running activities.

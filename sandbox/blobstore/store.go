@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
@@ -210,4 +211,79 @@ func notFound(err error) error {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	return err
+}
+
+// OwnerKey holds the identity of the deployment that owns the store (see
+// Claim).
+const OwnerKey = "deployment"
+
+// Claim records deployment as the store's owner unless another already
+// is, and returns the owner. The write is conditional (it never replaces
+// an existing owner), so two deployments racing to claim one empty store
+// agree on a single winner. The sweeper deletes a session's snapshots only
+// in a store its own deployment owns: a workflow unknown to this Temporal
+// cluster says nothing about another cluster's sessions sharing a bucket.
+func (s *Store) Claim(ctx context.Context, deployment string) (string, error) {
+	if deployment == "" || strings.ContainsAny(deployment, "\n\x00") {
+		return "", fmt.Errorf("blobstore: claim: bad deployment identity %q", deployment)
+	}
+	err := s.bucket.WriteAll(ctx, OwnerKey, []byte(deployment), &blob.WriterOptions{ContentType: "text/plain", IfNotExist: true, BeforeWrite: private})
+	if err != nil && gcerrors.Code(err) != gcerrors.FailedPrecondition {
+		return "", fmt.Errorf("blobstore: claim %s: %w", s.where, err)
+	}
+	owner, err := s.bucket.ReadAll(ctx, OwnerKey)
+	if err != nil {
+		return "", fmt.Errorf("blobstore: claim %s: read owner: %w", s.where, err)
+	}
+	return string(owner), nil
+}
+
+// SessionIDs lists the sessions that have objects in the store.
+func (s *Store) SessionIDs(ctx context.Context) ([]string, error) {
+	it := s.bucket.List(&blob.ListOptions{Prefix: sandbox.SessionsPrefix, Delimiter: "/"})
+	var ids []string
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return ids, nil
+		}
+		if err != nil {
+			return ids, fmt.Errorf("blobstore: list sessions: %w", err)
+		}
+		if !obj.IsDir {
+			continue
+		}
+		id, err := sandbox.SessionOfPrefix(obj.Key)
+		if err != nil {
+			continue // not written by us; leave it alone
+		}
+		ids = append(ids, id)
+	}
+}
+
+// DeleteOlder deletes the keys under prefix last modified before cutoff and
+// returns how many it deleted. Newer keys stay: a key written after the
+// caller decided the prefix was dead belongs to whoever wrote it.
+func (s *Store) DeleteOlder(ctx context.Context, prefix string, cutoff time.Time) (int, error) {
+	if err := sandbox.CheckPrefix(prefix); err != nil {
+		return 0, fmt.Errorf("blobstore: delete older: %w", err)
+	}
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	n := 0
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("blobstore: delete older %s: list: %w", prefix, err)
+		}
+		if obj.IsDir || !obj.ModTime.Before(cutoff) {
+			continue
+		}
+		if err := s.Delete(ctx, obj.Key); err != nil {
+			return n, err
+		}
+		n++
+	}
 }

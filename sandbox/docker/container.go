@@ -79,6 +79,9 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Handle
 		pids := b.opts.PidsLimit
 		res.PidsLimit = &pids
 	}
+	if n := b.opts.MaxFileBytes; n > 0 {
+		res.Ulimits = []*container.Ulimit{{Name: "fsize", Soft: n, Hard: n}}
+	}
 	name := containerName(spec.SessionID)
 	opts := client.ContainerCreateOptions{
 		Name: name,

@@ -88,6 +88,13 @@ type Options struct {
 	CPUs        float64
 	MemoryBytes int64
 	PidsLimit   int64
+	// MaxFileBytes bounds the size of any one file a command writes
+	// (RLIMIT_FSIZE; zero: no limit): a runaway write fails with "File
+	// too large" there instead of filling the daemon's disk. The workspace
+	// as a whole is bounded by the snapshot activity's quota; Docker's own
+	// per-container disk quota (--storage-opt size) needs overlay2 on XFS
+	// with project quotas, which few daemons have.
+	MaxFileBytes int64
 	// User runs the keepalive and every command, as numeric "uid" or
 	// "uid:gid" (default DefaultUser). Names are refused: the image may
 	// not know them, and file ownership on Import needs numbers. uid 0 is
@@ -203,6 +210,9 @@ func New(cli Client, opts Options) (*Backend, error) {
 	}
 	if opts.DefaultTimeout < 0 || opts.DefaultOutputCap < 0 {
 		return nil, errors.New("docker: new: DefaultTimeout and DefaultOutputCap must not be negative (zero means the default)")
+	}
+	if opts.MaxFileBytes < 0 {
+		return nil, fmt.Errorf("docker: new: MaxFileBytes %d is negative; use a size in bytes, or zero for no limit", opts.MaxFileBytes)
 	}
 	if opts.DefaultTimeout == 0 {
 		opts.DefaultTimeout = session.DefaultCommandTimeout

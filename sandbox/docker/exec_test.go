@@ -250,3 +250,17 @@ func TestEnvironmentScrubbed(t *testing.T) {
 		t.Errorf("want HOME=%s and the image's PATH, got:\n%s", h.Workdir, out)
 	}
 }
+
+// TestMaxFileBytes: one write cannot grow a file past the limit; it fails
+// with "File too large" and the file stops there.
+func TestMaxFileBytes(t *testing.T) {
+	b := newBackend(t, docker.Options{MaxFileBytes: 1 << 20})
+	h := sandboxtest.NewSandbox(t, b)
+	out := sandboxtest.Sh(t, b, h, "head -c 3000000 /dev/zero > big; echo rc=$?; wc -c < big")
+	if !strings.Contains(out, "rc=") || strings.Contains(out, "rc=0\n") {
+		t.Errorf("writing past the limit did not fail: %q", out)
+	}
+	if !strings.HasSuffix(strings.TrimSpace(out), "1048576") {
+		t.Errorf("file size after the refused write: %q, want 1048576", out)
+	}
+}

@@ -21,8 +21,10 @@
 //   - limits: processes per command (RLIMIT_NPROC, or a pids cgroup for a
 //     root worker, which RLIMIT_NPROC does not bind), data segment per
 //     process (RLIMIT_DATA), no core dumps, the size of /tmp, the command
-//     timeout and the output kept in memory; CPU time is bounded by the
-//     timeout only, and workspace disk use is not bounded here;
+//     timeout and the output kept in memory, and, with
+//     Options.MaxFileBytes, the size of each file written (RLIMIT_FSIZE,
+//     unconfined commands too); CPU time is bounded by the timeout only,
+//     and the workspace's total disk use is not bounded here;
 //   - a command ends with everything it started: the PID namespace dies
 //     with its init when the command's shell exits, on timeout, on
 //     cancellation and when the worker dies (bwrap --die-with-parent).
@@ -111,6 +113,15 @@ type Options struct {
 	// TmpSize bounds a confined command's /tmp and /dev/shm (default
 	// DefaultTmpSize).
 	TmpSize int64
+	// MaxFileBytes bounds the size of any file a command (confined or not)
+	// writes (RLIMIT_FSIZE, rounded down to a multiple of 512 bytes): a
+	// write past it fails with EFBIG, "File too large". Zero: no limit.
+	MaxFileBytes int64
+	// Deployment identifies the installation this backend serves (the
+	// worker's deployment ID). The first backend to use a root claims it
+	// for its deployment; Sweep removes workspaces only in a root its own
+	// deployment owns. Empty: never sweep.
+	Deployment string
 }
 
 // Backend runs sandboxes as directories under Options.Root. It keeps no
@@ -123,6 +134,7 @@ type Backend struct {
 	env      []string // fixed part of every command's environment
 	host     string
 	instance string // identity of root, see rootInstance
+	owner    string // deployment owning root, see claimRoot
 	log      *slog.Logger
 	shell    string
 	conf     *confinement // nil when unconfined
@@ -147,8 +159,8 @@ func New(opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("local: new: root %q: %w", opts.Root, err)
 	}
 	if opts.DefaultTimeout < 0 || opts.DefaultOutputCap < 0 || opts.OutputGrace < 0 ||
-		opts.MaxProcesses < 0 || opts.MaxDataBytes < 0 || opts.TmpSize < 0 {
-		return nil, errors.New("local: new: DefaultTimeout, DefaultOutputCap, OutputGrace, MaxProcesses, MaxDataBytes and TmpSize must not be negative (zero means the default)")
+		opts.MaxProcesses < 0 || opts.MaxDataBytes < 0 || opts.TmpSize < 0 || opts.MaxFileBytes < 0 {
+		return nil, errors.New("local: new: DefaultTimeout, DefaultOutputCap, OutputGrace, MaxProcesses, MaxDataBytes, TmpSize and MaxFileBytes must not be negative (zero means the default, or no limit for MaxFileBytes)")
 	}
 	if opts.MaxProcesses == 0 {
 		opts.MaxProcesses = DefaultMaxProcesses
@@ -203,6 +215,11 @@ func New(opts Options) (*Backend, error) {
 	b.host, _ = os.Hostname()
 	if b.instance, err = rootInstance(root); err != nil {
 		return nil, fmt.Errorf("local: new: %w", err)
+	}
+	if opts.Deployment != "" {
+		if b.owner, err = claimRoot(root, opts.Deployment); err != nil {
+			return nil, fmt.Errorf("local: new: %w", err)
+		}
 	}
 	if opts.Unconfined {
 		b.describe = "UNCONFINED: commands run as the worker's user (uid " + strconv.Itoa(os.Geteuid()) +
@@ -347,6 +364,9 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Handle
 			return sandbox.Handle{}, fmt.Errorf("local: create: %w", err)
 		}
 	}
+	if err := b.recordSession(name, spec.SessionID); err != nil {
+		return sandbox.Handle{}, fmt.Errorf("local: create: note the session: %w", err)
+	}
 	return sandbox.Handle{
 		Backend:   Name,
 		ID:        name,
@@ -371,6 +391,9 @@ func (b *Backend) Destroy(ctx context.Context, h sandbox.Handle) error {
 		if err := removeAll(dir); err != nil {
 			return fmt.Errorf("local: destroy: %w", err)
 		}
+	}
+	if err := b.forgetSession(h.ID); err != nil {
+		return fmt.Errorf("local: destroy: %w", err)
 	}
 	return nil
 }
