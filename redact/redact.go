@@ -46,9 +46,13 @@ func Marker(name string) string { return "[redacted: " + name + "]" }
 // *Redactor scrub nothing. It is safe for concurrent use.
 type Redactor struct {
 	repl    *strings.Replacer
+	needles []needle // longest first
 	skipped []string
 	names   []string
 }
+
+// needle is one rendering of a secret and the marker that replaces it.
+type needle struct{ text, marker string }
 
 // New builds a redactor for secrets. Empty values are ignored silently;
 // values shorter than MinLen are ignored and reported by Skipped.
@@ -67,7 +71,6 @@ type Redactor struct {
 // Base64 and hex streams wrapped over several lines (base64 and xxd -p wrap
 // their output) are joined before they are searched.
 func New(secrets ...Secret) *Redactor {
-	type needle struct{ text, marker string }
 	var (
 		needles []needle
 		seen    = map[string]bool{}
@@ -105,7 +108,70 @@ func New(secrets ...Secret) *Redactor {
 		pairs = append(pairs, n.text, n.marker)
 	}
 	r.repl = strings.NewReplacer(pairs...)
+	r.needles = needles
 	return r
+}
+
+// MinPartial is the shortest piece of a secret RedactAround scrubs at a
+// cut. Shorter pieces match ordinary text by chance too often to be worth
+// replacing, and say little about the secret.
+const MinPartial = 4
+
+// RedactAround is Redact for a text from which parts were cut out, each cut
+// marked by cut (an output cap keeps a stream's start and end and drops its
+// middle). A secret the cut fell inside is no longer whole, so Redact
+// cannot see it: the piece of it before the cut (a beginning of some
+// rendering of the secret, at least MinPartial bytes) and the piece after
+// it (an end of one) are replaced by the secret's marker as well.
+func (r *Redactor) RedactAround(s, cut string) string {
+	s = r.Redact(s)
+	if r == nil || r.repl == nil || cut == "" || !strings.Contains(s, cut) {
+		return s
+	}
+	parts := strings.Split(s, cut)
+	for i := range parts {
+		if i < len(parts)-1 {
+			parts[i] = r.scrubEnd(parts[i])
+		}
+		if i > 0 {
+			parts[i] = r.scrubStart(parts[i])
+		}
+	}
+	return strings.Join(parts, cut)
+}
+
+// scrubEnd replaces the longest beginning of a needle that p ends with.
+func (r *Redactor) scrubEnd(p string) string {
+	best, marker := 0, ""
+	for _, n := range r.needles {
+		for k := min(len(n.text)-1, len(p)); k >= MinPartial && k > best; k-- {
+			if strings.HasSuffix(p, n.text[:k]) {
+				best, marker = k, n.marker
+				break
+			}
+		}
+	}
+	if best == 0 {
+		return p
+	}
+	return p[:len(p)-best] + marker
+}
+
+// scrubStart replaces the longest end of a needle that p starts with.
+func (r *Redactor) scrubStart(p string) string {
+	best, marker := 0, ""
+	for _, n := range r.needles {
+		for k := min(len(n.text)-1, len(p)); k >= MinPartial && k > best; k-- {
+			if strings.HasPrefix(p, n.text[len(n.text)-k:]) {
+				best, marker = k, n.marker
+				break
+			}
+		}
+	}
+	if best == 0 {
+		return p
+	}
+	return marker + p[best:]
 }
 
 // Skipped names the secrets that were too short to look for.

@@ -178,3 +178,30 @@ func BenchmarkRedact(b *testing.B) {
 		_ = r.Redact(in)
 	}
 }
+
+func TestRedactAroundScrubsPiecesAtCuts(t *testing.T) {
+	r := newKeyRedactor()
+	const cut = "\n[... cut ...]\n"
+	for k := MinPartial; k < len(key); k++ {
+		in := "start " + key[:k] + cut + key[len(key)-k:] + " end"
+		out := r.RedactAround(in, cut)
+		want := "start " + Marker(keyName) + cut + Marker(keyName) + " end"
+		if out != want {
+			t.Errorf("k=%d: RedactAround(%q) = %q, want %q", k, in, out, want)
+		}
+	}
+	// Whole secrets and text without cuts are handled as by Redact; text
+	// beside a cut that is no piece of a secret stays.
+	if got := r.RedactAround("a "+key+" b", cut); got != "a "+Marker(keyName)+" b" {
+		t.Errorf("whole secret: %q", got)
+	}
+	if got := r.RedactAround("plain text"+cut+"more text", cut); got != "plain text"+cut+"more text" {
+		t.Errorf("clean text changed: %q", got)
+	}
+	// A base64 rendering cut in two.
+	b64 := base64.StdEncoding.EncodeToString([]byte(key))
+	in := "x" + b64[:20] + cut + b64[20:] + "y"
+	if out := r.RedactAround(in, cut); strings.Contains(out, b64[:20]) || strings.Contains(out, b64[20:]) {
+		t.Errorf("cut base64 survived: %q", out)
+	}
+}

@@ -517,6 +517,21 @@ type redactedError struct {
 func (e *redactedError) Error() string        { return e.msg }
 func (e *redactedError) Is(target error) bool { return errors.Is(e.orig, target) }
 
+// cutRedactor is a Redactor that also scrubs the pieces of a secret an
+// output cap cut in two (redact.Redactor implements it).
+type cutRedactor interface {
+	RedactAround(s, cut string) string
+}
+
+// redactOutput scrubs a command's captured output, where the output cap
+// may have cut a secret at TruncationMarker.
+func (b redactingBackend) redactOutput(s string) string {
+	if c, ok := b.r.(cutRedactor); ok {
+		return c.RedactAround(s, TruncationMarker)
+	}
+	return b.r.Redact(s)
+}
+
 // redacting returns b with the output and errors of its commands scrubbed,
 // for Exec: the scrubbing happens as each command returns, before its
 // result reaches the heartbeat details, the activity result or an error.
@@ -536,7 +551,7 @@ type redactingBackend struct {
 
 func (b redactingBackend) Exec(ctx context.Context, h Handle, cmd Cmd) (Result, error) {
 	res, err := b.Backend.Exec(ctx, h, cmd)
-	res.Stdout, res.Stderr = b.r.Redact(res.Stdout), b.r.Redact(res.Stderr)
+	res.Stdout, res.Stderr = b.redactOutput(res.Stdout), b.redactOutput(res.Stderr)
 	return res, RedactError(b.r, err)
 }
 

@@ -212,3 +212,50 @@ type opaque struct{ cause error }
 
 func (e *opaque) Error() string { return "opaque" }
 func (e *opaque) Unwrap() error { return e.cause }
+
+// TestExecRedactsSecretsCutByTheOutputCap is the attack on the output cap:
+// output long enough to be cut, with the secret placed so the cut falls
+// inside it, at every offset. Each half alone is no longer the secret, so
+// plain redaction misses both; no piece of 8 bytes of it may come back.
+func TestExecRedactsSecretsCutByTheOutputCap(t *testing.T) {
+	f := newLeakyFixture(t, &leakyBackend{})
+	h := f.ensure(t, sandbox.EnsureRequest{SessionID: "s", Backend: local.Name}).Handle
+	const limit = 1000
+	half := len(leaked) / 2
+	secret := fmt.Sprintf("printf %%s%%s '%s' '%s'", leaked[:half], leaked[half:])
+	var cmds []string
+	// The head cut: about (limit - len(marker)) / 2 bytes in.
+	headCut := (limit - len(sandbox.TruncationMarker)) / 2
+	for off := headCut - len(leaked); off <= headCut; off++ {
+		cmds = append(cmds, fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x; %s; head -c 5000 /dev/zero | tr '\\0' y", off, secret))
+	}
+	// The tail cut: the same distance from the end.
+	tailCut := limit - len(sandbox.TruncationMarker) - headCut
+	for off := tailCut - len(leaked); off <= tailCut; off++ {
+		cmds = append(cmds, fmt.Sprintf("head -c 5000 /dev/zero | tr '\\0' x; %s; head -c %d /dev/zero | tr '\\0' y", secret, off))
+	}
+	res, err := run[sandbox.ExecResult](f.env, f.acts.Exec, sandbox.ExecRequest{Handle: h, CallID: "c", Commands: cmds, OutputCap: limit})
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	cuts := 0
+	for i, r := range res.Results {
+		if strings.Contains(r.Stdout, redact.Marker(leakedName)) {
+			cuts++
+		}
+		for k := 0; k+8 <= len(leaked); k++ {
+			if piece := leaked[k : k+8]; strings.Contains(r.Stdout, piece) {
+				t.Errorf("command %d: output keeps %q of the secret: ...%s...", i, piece, around(r.Stdout, piece))
+				break
+			}
+		}
+	}
+	if cuts == 0 {
+		t.Fatal("no output held the secret's marker: the test did not place the secret at the cut")
+	}
+}
+
+func around(s, piece string) string {
+	i := strings.Index(s, piece)
+	return s[max(i-40, 0):min(i+len(piece)+40, len(s))]
+}
