@@ -83,6 +83,9 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 	if short := red.Skipped(); len(short) > 0 {
 		log.Warn("secrets too short to be redacted from agent output", "settings", short, "min_bytes", redact.MinLen)
 	}
+	// Everything the worker and its backends log is scrubbed too: log
+	// lines quote file names, daemon answers and model errors.
+	log = slog.New(redact.Handler(log.Handler(), red))
 	models.Redactor = red
 	store, err := blobstore.Open(ctx, cfg.Sandbox.SnapshotURL)
 	if err != nil {
