@@ -27,8 +27,16 @@ func secrets(cfg *config.Config) []redact.Secret {
 	// Credentials written into the snapshot store's URL (s3://key:secret@...
 	// or as query parameters).
 	out = append(out, redact.URLSecrets("SANDBOT_SANDBOX_SNAPSHOT_URL", cfg.Sandbox.SnapshotURL)...)
+	// The AWS SDK behind an s3:// store reads its credentials from the
+	// environment (or files and instance metadata, which it never prints).
+	for _, name := range awsSecretEnv {
+		out = append(out, redact.Secret{Name: name, Value: os.Getenv(name)})
+	}
 	return append(out, pemSecrets("SANDBOT_TEMPORAL_TLS_KEY", cfg.Temporal.TLSKey)...)
 }
+
+// awsSecretEnv are the AWS SDK's secret environment variables.
+var awsSecretEnv = []string{"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
 
 // pemSecrets are the DER bodies of the PEM blocks in the file at path (the
 // mTLS private key): a PEM file is the base64 of its DER, wrapped into

@@ -67,3 +67,14 @@ func TestTLSKeyFileIsRedacted(t *testing.T) {
 		}
 	}
 }
+
+// The AWS SDK's credentials for an s3:// store come from the environment.
+func TestAWSCredentialsAreRedacted(t *testing.T) {
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+	t.Setenv("AWS_SESSION_TOKEN", "FwoGZXIvYXdzEXAMPLE-session-token-0123456789")
+	r := redact.New(secrets(config.Load())...)
+	out := r.Redact("key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY token=FwoGZXIvYXdzEXAMPLE-session-token-0123456789")
+	if out != "key="+redact.Marker("AWS_SECRET_ACCESS_KEY")+" token="+redact.Marker("AWS_SESSION_TOKEN") {
+		t.Errorf("AWS credentials survived: %s", out)
+	}
+}
