@@ -60,8 +60,9 @@ var etcAllowed = []string{
 // per-command workspace binding.
 type confinement struct {
 	bwrap    string
+	shell    string
 	args     []string // bwrap options up to (not including) the workspace bind
-	limits   string   // shell prefix applying the rlimits
+	limits   string   // see rlimitScript
 	pidsBase string   // pids cgroup under which each command gets its own, or ""
 	// pidsPrefix names this root's command cgroups (so a sweep leaves
 	// other roots' alone).
@@ -125,7 +126,7 @@ func (b *Backend) prepareConfinement() (*confinement, error) {
 		"--perms", "1777", "--size", strconv.FormatInt(o.TmpSize, 10), "--tmpfs", "/dev/shm",
 		"--perms", "1777", "--size", strconv.FormatInt(o.TmpSize, 10), "--tmpfs", "/tmp",
 	)
-	c := &confinement{bwrap: bw, args: args}
+	c := &confinement{bwrap: bw, shell: b.shell, args: args, limits: rlimitScript(o)}
 	// RLIMIT_NPROC does not bind a user that the namespace maps to host
 	// root (the kernel exempts root's processes), so a root worker bounds
 	// processes with a pids cgroup when it can make one.
@@ -140,8 +141,6 @@ func (b *Backend) prepareConfinement() (*confinement, error) {
 			b.log.Warn("local: no writable pids cgroup; a root worker cannot bound the processes of a command (RLIMIT_NPROC does not bind root)", "error", err)
 		}
 	}
-	c.limits = fmt.Sprintf("ulimit -c 0 && { ulimit -u %[1]d 2>/dev/null || ulimit -p %[1]d; } && ulimit -d %[2]d || { echo 'sandbot: cannot apply resource limits' >&2; exit 126; }\n",
-		o.MaxProcesses, o.MaxDataBytes>>10)
 	net := "no network"
 	if o.Network {
 		net = "host network shared"
@@ -158,6 +157,18 @@ func (b *Backend) prepareConfinement() (*confinement, error) {
 	return c, nil
 }
 
+// rlimitScript is the shell that applies the resource limits before a
+// command: ulimit builtins of the shell that then runs the command, so they
+// cost no process, on the command's own first line, so the command's line
+// numbers (in its error messages) stay its own. RLIMIT_NPROC is set in
+// there, not on bwrap by the worker: set before bwrap creates the user
+// namespace, it would be counted against the worker's uid on the host, so
+// all commands together would share one budget.
+func rlimitScript(o Options) string {
+	return fmt.Sprintf("ulimit -c 0 && { ulimit -u %[1]d 2>/dev/null || ulimit -p %[1]d; } && ulimit -d %[2]d || { echo 'sandbot: cannot apply resource limits' >&2; exit 126; }; ",
+		o.MaxProcesses, o.MaxDataBytes>>10)
+}
+
 // probe runs `true` the way Exec runs commands, so a kernel or container
 // that forbids the namespaces is found at start, not at the first command.
 func (b *Backend) probe(c *confinement) error {
@@ -168,12 +179,22 @@ func (b *Backend) probe(c *confinement) error {
 		return fmt.Errorf("local: new: %w", err)
 	}
 	defer os.Remove(probeDir)
-	args := append(append([]string{}, c.args...), "--bind", probeDir, probeDir, "--chdir", probeDir, "--remount-ro", "/", "--", b.shell, "-c", c.limits+"true")
-	cmd := exec.CommandContext(ctx, c.bwrap, args...)
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("local: new: %w", err)
+	}
+	defer r.Close()
+	cmd := exec.CommandContext(ctx, c.bwrap, c.command(probeDir, "true")...)
 	cmd.Env = []string{"PATH=" + b.opts.Path}
+	cmd.ExtraFiles = []*os.File{w}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
+	err = cmd.Start()
+	w.Close()
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {
 			msg = err.Error()
@@ -183,12 +204,16 @@ func (b *Backend) probe(c *confinement) error {
 	return nil
 }
 
-// command returns the bwrap argument list for one command in ws.
-func (c *confinement) command(ws, shell, script, userCmd string) []string {
+// command returns the bwrap argument list that runs script with the shell
+// in ws, after the worker check and the limits. The shell is the command's
+// own (no second shell, no watcher: the PID namespace ends the command's
+// processes), and $0 is the shell's path, as when sh -c runs a script. fd
+// 3 must be the child's end of the command's worker pipe.
+func (c *confinement) command(ws, script string) []string {
 	args := make([]string, 0, len(c.args)+12)
 	args = append(args, c.args...)
 	return append(args, "--bind", ws, ws, "--chdir", ws, "--remount-ro", "/",
-		"--", shell, "-c", c.limits+script, "sandbot-sh", userCmd)
+		"--", c.shell, "-c", workerAlive+c.limits+script, c.shell)
 }
 
 // buildEtc prepares the /etc that commands see, under root, and returns

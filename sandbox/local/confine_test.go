@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -154,6 +155,45 @@ func TestForkLoopIsBounded(t *testing.T) {
 	}
 	if n < limit/2 {
 		t.Errorf("only %d processes ran; the loop did not reach the limit of %d", n, limit)
+	}
+}
+
+// TestConfinedCommandDoesNotOutliveADeadWorker covers the moment bwrap's
+// --die-with-parent does not: a worker that dies while bwrap still builds
+// the sandbox. The command's shell finds the worker's end of its worker
+// pipe closed and stops before running anything.
+func TestConfinedCommandDoesNotOutliveADeadWorker(t *testing.T) {
+	b := newBackend(t, Options{})
+	h := sandboxtest.NewSandbox(t, b)
+	for _, workerAlive := range []bool{true, false} {
+		os.Remove(filepath.Join(h.Workdir, "ran"))
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !workerAlive {
+			r.Close()
+		}
+		cmd := exec.Command(b.conf.bwrap, b.conf.command(h.Workdir, "touch ran")...)
+		cmd.Env = b.commandEnv(h.Workdir, "/tmp")
+		cmd.ExtraFiles = []*os.File{w}
+		out, err := cmd.CombinedOutput()
+		w.Close()
+		r.Close()
+		_, ranErr := os.Stat(filepath.Join(h.Workdir, "ran"))
+		if workerAlive {
+			if err != nil || ranErr != nil {
+				t.Fatalf("with its worker alive, the command did not run: %v, %s", err, out)
+			}
+			continue
+		}
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 128+int(syscall.SIGPIPE) && exit.ExitCode() != 125 {
+			t.Errorf("without its worker: %v (%s), want the shell killed by SIGPIPE or exit 125", err, out)
+		}
+		if ranErr == nil {
+			t.Error("the command ran after its worker died")
+		}
 	}
 }
 

@@ -13,16 +13,27 @@ import (
 	"github.com/sandbot/sandbot/sandbox"
 )
 
-// wrapper runs the user's command ($1) under a watcher that kills the whole
-// process group once the worker closes the other end of fd 3. The worker
-// closes it when the command is over, and the kernel closes it when the
-// worker dies, so a command tree never outlives a crashed worker (Pdeathsig
-// alone only reaches the direct child). The watcher's output goes to
-// /dev/null so it never holds the command's pipes open; the command does
-// not inherit fd 3. The wrapper execs the command's shell, so a command
-// costs two processes, not three.
+// wrapper runs an unconfined command ($1) under a watcher that kills the
+// whole process group once the worker closes its end of fd 3 (the read
+// end of the command's worker pipe). The worker closes it when the command
+// is over, and the kernel closes it when the worker dies, so a command
+// tree never outlives a crashed worker (Pdeathsig alone only reaches the
+// direct child). The watcher's output goes to /dev/null so it never holds
+// the command's pipes open; the command does not inherit fd 3. The wrapper
+// execs the command's shell, so a command costs two processes, not three.
 const wrapper = `(read x <&3; kill -s KILL 0) </dev/null >/dev/null 2>&1 &
 exec /bin/sh -c "$1" 3<&-`
+
+// workerAlive starts a confined command's shell, before the limits: fd 3
+// is the write end of the command's worker pipe, whose read end only the
+// worker holds, so writing to it fails (SIGPIPE or EPIPE) once the worker
+// is gone. Confined commands need no watcher: bwrap --die-with-parent
+// kills the PID namespace when the worker dies, but only from when bwrap's
+// pid 1 is set up; a worker dying while bwrap still builds the sandbox
+// would leave the command to run on, orphaned and without a timeout. By
+// the time this shell runs, that window is closed, and this write tells
+// whether the worker died in it.
+const workerAlive = `echo >&3 2>/dev/null || exit 125; exec 3>&-; `
 
 // Exec runs c.Command with /bin/sh -c in the workspace root, confined
 // (see Options.Unconfined) in its own namespaces: once the command's shell
@@ -54,21 +65,22 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 		limit = b.opts.DefaultOutputCap
 	}
 
-	p, err := newPipes()
+	p, err := newPipes(b.conf != nil)
 	if err != nil {
 		return sandbox.Result{}, fmt.Errorf("local: exec: %w", err)
 	}
 	defer p.closeAll()
 
 	var cmd *exec.Cmd
+	var cg string // the command's pids cgroup, if any
 	if b.conf == nil {
 		cmd = exec.Command(b.shell, "-c", wrapper, "sandbot-sh", c.Command)
 		cmd.Env = b.commandEnv(ws, tmp)
 	} else {
-		args := b.conf.command(ws, b.shell, wrapper, c.Command)
+		cmd = exec.Command(b.conf.bwrap, b.conf.command(ws, c.Command)...)
+		cmd.Env = b.commandEnv(ws, "/tmp")
 		if b.conf.pidsBase != "" {
-			cg, err := b.conf.pidsCgroup(b.opts.MaxProcesses)
-			if err != nil {
+			if cg, err = b.conf.pidsCgroup(b.opts.MaxProcesses); err != nil {
 				return sandbox.Result{}, fmt.Errorf("local: exec: pids cgroup: %w", err)
 			}
 			// Removed in the background: the kernel may report the
@@ -81,19 +93,19 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 					}
 				}()
 			}()
-			// The shell joins the cgroup and then becomes bwrap, so every
-			// process of the command is born inside it.
-			args = append([]string{"-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cg, b.conf.bwrap}, args...)
-			cmd = exec.Command(b.shell, args...)
-		} else {
-			cmd = exec.Command(b.conf.bwrap, args...)
 		}
-		cmd.Env = b.commandEnv(ws, "/tmp")
 	}
 	cmd.Dir = ws
 	cmd.Stdout, cmd.Stderr = p.outW, p.errW
-	cmd.ExtraFiles = []*os.File{p.watchR}
+	cmd.ExtraFiles = []*os.File{p.child}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+
+	if cg != "" {
+		// The shell joins the cgroup and then becomes bwrap, so every
+		// process of the command is born inside it.
+		cmd.Args = append([]string{b.shell, "-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cg}, cmd.Args...)
+		cmd.Path = b.shell
+	}
 
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -129,7 +141,7 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 	duration := time.Since(start)
 	// Background jobs do not outlive the command that started them.
 	killGroup(pgid)
-	p.watchW.Close()
+	p.worker.Close() // unconfined: the watcher ends what is left
 
 	drainDone := make(chan struct{})
 	go func() { drained.Wait(); close(drainDone) }()
@@ -185,14 +197,19 @@ func drain(wg *sync.WaitGroup, dst io.Writer, src *os.File) {
 	_, _ = io.CopyBuffer(dst, readerOnly{src}, buf)
 }
 
-// pipes are the command's stdout, stderr and watcher pipes. The child gets
-// the write ends of stdout/stderr and the read end of the watcher pipe;
-// the worker keeps the others.
+// pipes are the command's stdout and stderr, and its worker pipe, which
+// tells the command that the worker is gone (see wrapper and workerAlive):
+// the command gets the write ends of stdout and stderr and child, the
+// child's end of the worker pipe, as fd 3; the worker keeps the others.
+// The worker's end closes when the worker dies.
 type pipes struct {
-	outR, outW, errR, errW, watchR, watchW *os.File
+	outR, outW, errR, errW *os.File
+	child, worker          *os.File
 }
 
-func newPipes() (*pipes, error) {
+// newPipes makes the pipes of a command; a confined command writes to its
+// worker pipe, an unconfined one reads from it.
+func newPipes(confined bool) (*pipes, error) {
 	var p pipes
 	var err error
 	if p.outR, p.outW, err = os.Pipe(); err != nil {
@@ -202,9 +219,14 @@ func newPipes() (*pipes, error) {
 		p.closeAll()
 		return nil, err
 	}
-	if p.watchR, p.watchW, err = os.Pipe(); err != nil {
+	r, w, err := os.Pipe()
+	if err != nil {
 		p.closeAll()
 		return nil, err
+	}
+	p.child, p.worker = r, w
+	if confined {
+		p.child, p.worker = w, r
 	}
 	return &p, nil
 }
@@ -214,11 +236,11 @@ func newPipes() (*pipes, error) {
 func (p *pipes) closeChildEnds() {
 	p.outW.Close()
 	p.errW.Close()
-	p.watchR.Close()
+	p.child.Close()
 }
 
 func (p *pipes) closeAll() {
-	for _, f := range []*os.File{p.outR, p.outW, p.errR, p.errW, p.watchR, p.watchW} {
+	for _, f := range []*os.File{p.outR, p.outW, p.errR, p.errW, p.child, p.worker} {
 		if f != nil {
 			f.Close()
 		}
