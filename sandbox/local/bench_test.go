@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -215,11 +216,19 @@ func BenchmarkRestore(b *testing.B) {
 	})
 }
 
-// BenchmarkExecOverhead is the per-command cost of confinement: the
-// confined backend, the unconfined one and `sh -c true` run directly, in
-// the same run:
+// BenchmarkExecOverhead is the per-command cost of confinement: `sh -c
+// true` run directly, the unconfined backend and the confined one, in the
+// same run (docs/PERFORMANCE.md, "Local confinement overhead"):
 //
-//	go test -run '^$' -bench ExecOverhead -benchtime 200x ./sandbox/local
+//	go test -run '^$' -bench ExecOverhead -benchtime 200x -count 3 ./sandbox/local
+//
+// confined is what the worker runs: on a root worker with a pids cgroup,
+// each command starts in its own (cgroup-<join> names the way in); the
+// other variants take one piece away or put an old one back, to show what
+// each costs: confined-shell-join joins the cgroup through a shell (the
+// fallback, and how every command joined before), confined-no-cgroup has
+// RLIMIT_NPROC only (as a non-root worker runs), confined-host-net keeps
+// the host's network instead of a network namespace of its own.
 func BenchmarkExecOverhead(b *testing.B) {
 	ctx := context.Background()
 	b.Run("sh-direct", func(b *testing.B) {
@@ -230,24 +239,38 @@ func BenchmarkExecOverhead(b *testing.B) {
 		}
 	})
 	for _, mode := range []struct {
-		name   string
-		opts   Options
-		noPids bool // drop the pids cgroup of a root worker: rlimits only
+		name  string
+		opts  Options
+		setup func(*confinement) bool // false: the variant does not apply here
 	}{
-		{"unconfined", Options{Unconfined: true}, false},
-		{"confined", Options{}, false},
-		{"confined-no-cgroup", Options{}, true},
+		{"unconfined", Options{Unconfined: true}, nil},
+		{"confined", Options{}, nil},
+		{"confined-shell-join", Options{}, func(c *confinement) bool {
+			c.pidsJoin = joinShell
+			return c.pidsBase != ""
+		}},
+		{"confined-no-cgroup", Options{}, func(c *confinement) bool {
+			had := c.pidsBase != ""
+			c.pidsBase = ""
+			return had
+		}},
+		{"confined-host-net", Options{Network: true}, nil},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
 			mode.opts.Root = b.TempDir()
+			mode.opts.Logger = slog.New(slog.DiscardHandler)
 			be, err := New(mode.opts)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if mode.noPids {
-				be.conf.pidsBase = ""
+			if mode.setup != nil && !mode.setup(be.conf) {
+				b.Skip("no pids cgroup here (not a root worker): the same as confined")
 			}
-			b.Logf("%s", be.Describe())
+			desc := be.Describe()
+			if be.conf != nil && be.conf.pidsBase != "" {
+				desc += "; cgroup join: " + be.conf.pidsJoin.String()
+			}
+			b.Logf("%s", desc)
 			h, err := be.Create(ctx, sandbox.Spec{SessionID: "bench-" + mode.name})
 			if err != nil {
 				b.Fatal(err)

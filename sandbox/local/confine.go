@@ -59,11 +59,14 @@ var etcAllowed = []string{
 // confinement is the prepared bwrap invocation: everything but the
 // per-command workspace binding.
 type confinement struct {
-	bwrap    string
-	shell    string
-	args     []string // bwrap options up to (not including) the workspace bind
-	limits   string   // see rlimitScript
-	pidsBase string   // pids cgroup under which each command gets its own, or ""
+	bwrap  string
+	shell  string
+	args   []string // bwrap options up to (not including) the workspace bind
+	limits string   // see rlimitScript
+	// pidsBase is the pids cgroup under which each command gets its own,
+	// or ""; pidsJoin is how a command gets into it.
+	pidsBase string
+	pidsJoin cgroupJoin
 	// pidsPrefix names this root's command cgroups (so a sweep leaves
 	// other roots' alone).
 	pidsPrefix string
@@ -127,18 +130,26 @@ func (b *Backend) prepareConfinement() (*confinement, error) {
 		"--perms", "1777", "--size", strconv.FormatInt(o.TmpSize, 10), "--tmpfs", "/tmp",
 	)
 	c := &confinement{bwrap: bw, shell: b.shell, args: args, limits: rlimitScript(o)}
+	if err := b.probe(c, ""); err != nil {
+		return nil, err
+	}
 	// RLIMIT_NPROC does not bind a user that the namespace maps to host
 	// root (the kernel exempts root's processes), so a root worker bounds
 	// processes with a pids cgroup when it can make one.
 	procLimit := "rlimit"
 	if os.Geteuid() == 0 {
 		procLimit = "none"
-		if base, err := pidsCgroupBase(); err == nil {
+		if base, v2, err := pidsCgroupBase(); err != nil {
+			b.log.Warn("local: no writable pids cgroup; a root worker cannot bound the processes of a command (RLIMIT_NPROC does not bind root)", "error", err)
+		} else {
 			c.pidsBase, c.pidsPrefix = base, "sandbot-"+b.instance+"-"
 			c.sweepCgroups()
-			procLimit = "pids cgroup"
-		} else {
-			b.log.Warn("local: no writable pids cgroup; a root worker cannot bound the processes of a command (RLIMIT_NPROC does not bind root)", "error", err)
+			if err := b.probeJoin(c, v2); err != nil {
+				b.log.Warn("local: cannot start commands in a pids cgroup; a root worker cannot bound the processes of a command (RLIMIT_NPROC does not bind root)", "error", err)
+				c.pidsBase = ""
+			} else {
+				procLimit = "pids cgroup"
+			}
 		}
 	}
 	net := "no network"
@@ -151,9 +162,6 @@ func (b *Backend) prepareConfinement() (*confinement, error) {
 	}
 	c.describe = fmt.Sprintf("confined (bubblewrap): namespaces %s; %s; uid %d; limits: %s, %d MiB data per process, %d MiB /tmp, command timeout",
 		strings.Join(namespaces, ","), net, sandboxUID, procs, o.MaxDataBytes>>20, o.TmpSize>>20)
-	if err := b.probe(c); err != nil {
-		return nil, err
-	}
 	return c, nil
 }
 
@@ -169,9 +177,10 @@ func rlimitScript(o Options) string {
 		o.MaxProcesses, o.MaxDataBytes>>10)
 }
 
-// probe runs `true` the way Exec runs commands, so a kernel or container
-// that forbids the namespaces is found at start, not at the first command.
-func (b *Backend) probe(c *confinement) error {
+// probe runs `true` the way Exec runs commands (in pids cgroup cg, unless
+// ""), so a kernel or container that forbids the namespaces is found at
+// start, not at the first command.
+func (b *Backend) probe(c *confinement, cg string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	probeDir := filepath.Join(b.root, ".probe")
@@ -187,9 +196,14 @@ func (b *Backend) probe(c *confinement) error {
 	cmd := exec.CommandContext(ctx, c.bwrap, c.command(probeDir, "true")...)
 	cmd.Env = []string{"PATH=" + b.opts.Path}
 	cmd.ExtraFiles = []*os.File{w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	err = cmd.Start()
+	if cg == "" {
+		err = cmd.Start()
+	} else {
+		err = c.startIn(cmd, cg)
+	}
 	w.Close()
 	if err == nil {
 		err = cmd.Wait()
@@ -199,9 +213,32 @@ func (b *Backend) probe(c *confinement) error {
 		if msg == "" {
 			msg = err.Error()
 		}
+		if cg != "" {
+			return fmt.Errorf("start in a pids cgroup (%s): %s", c.pidsJoin, msg)
+		}
 		return fmt.Errorf("%w: %s cannot create the sandbox's namespaces (user, mount, pid, ipc, uts, network): %s", ErrCannotConfine, c.bwrap, msg)
 	}
 	return nil
+}
+
+// probeJoin picks how commands join their pids cgroup: the cheap join of
+// the hierarchy (v1 or v2) if a probe command runs with it, else the shell.
+func (b *Backend) probeJoin(c *confinement, v2 bool) error {
+	cg, err := c.pidsCgroup(b.opts.MaxProcesses)
+	if err != nil {
+		return err
+	}
+	defer removeCgroup(cg)
+	c.pidsJoin = joinThread
+	if v2 {
+		c.pidsJoin = joinClone
+	}
+	if err = b.probe(c, cg); err == nil {
+		return nil
+	}
+	b.log.Warn("local: the cheap pids cgroup join failed; commands join theirs through a shell", "join", c.pidsJoin.String(), "error", err)
+	c.pidsJoin = joinShell
+	return b.probe(c, cg)
 }
 
 // command returns the bwrap argument list that runs script with the shell
@@ -368,81 +405,4 @@ func treeSum(dir string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8]), nil
-}
-
-// pidsCgroupBase finds the worker's own pids cgroup (v1 pids hierarchy or
-// v2 with the pids controller delegated) and checks that a child with a
-// pids.max can be made under it.
-func pidsCgroupBase() (string, error) {
-	data, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "", err
-	}
-	var candidates []string
-	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		switch {
-		case parts[1] == "pids":
-			candidates = append(candidates, filepath.Join("/sys/fs/cgroup/pids", parts[2]))
-		case parts[0] == "0" && parts[1] == "":
-			if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-				candidates = append(candidates, filepath.Join("/sys/fs/cgroup", parts[2]))
-			}
-		}
-	}
-	var last error = errors.New("no pids cgroup hierarchy")
-	for _, base := range candidates {
-		probe := filepath.Join(base, "sandbot-probe-"+randomSuffix())
-		if err := os.Mkdir(probe, 0o755); err != nil {
-			last = err
-			continue
-		}
-		err := os.WriteFile(filepath.Join(probe, "pids.max"), []byte("10"), 0o644)
-		_ = os.Remove(probe)
-		if err != nil {
-			last = err
-			continue
-		}
-		return base, nil
-	}
-	return "", last
-}
-
-// pidsCgroup makes a command's own pids cgroup and returns its directory.
-func (c *confinement) pidsCgroup(max int) (string, error) {
-	dir := filepath.Join(c.pidsBase, c.pidsPrefix+randomSuffix())
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(max)), 0o644); err != nil {
-		_ = os.Remove(dir)
-		return "", err
-	}
-	return dir, nil
-}
-
-// removeCgroup removes a command's cgroup once its processes are gone
-// (they are when bwrap has exited: the PID namespace dies with its init,
-// which the kernel reaps only after every member).
-func removeCgroup(dir string) error {
-	var err error
-	for range 50 {
-		if err = os.Remove(dir); err == nil || !errors.Is(err, syscall.EBUSY) {
-			return err
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return err
-}
-
-// sweepCgroups removes command cgroups a dead worker of this root left
-// behind; a cgroup still holding processes is busy and stays.
-func (c *confinement) sweepCgroups() {
-	dirs, _ := filepath.Glob(filepath.Join(c.pidsBase, c.pidsPrefix+"*"))
-	for _, d := range dirs {
-		_ = os.Remove(d)
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -143,18 +144,148 @@ func TestForkLoopIsBounded(t *testing.T) {
 	if strings.Contains(b.Describe(), "processes not limited") {
 		t.Fatalf("no process limit applies here: %s", b.Describe())
 	}
-	h := sandboxtest.NewSandbox(t, b)
-	res := sandboxtest.Exec(t, b, h, sandbox.Cmd{Command: `(n=0; while [ $n -lt 200 ]; do sleep 1000 & n=$((n+1)); done) 2>/dev/null; set -- /proc/[0-9]*; echo $#`})
-	n, err := strconv.Atoi(strings.TrimSpace(res.Stdout))
+	// Every way into the pids cgroup binds: the one New chose and the
+	// shell it falls back to.
+	joins := []cgroupJoin{b.conf.pidsJoin}
+	if b.conf.pidsBase != "" && b.conf.pidsJoin != joinShell {
+		joins = append(joins, joinShell)
+	}
+	for _, join := range joins {
+		name := "rlimit"
+		if b.conf.pidsBase != "" {
+			name = "cgroup-" + join.String()
+		}
+		t.Run(name, func(t *testing.T) {
+			b.conf.pidsJoin = join
+			h := sandboxtest.NewSandbox(t, b)
+			res := sandboxtest.Exec(t, b, h, sandbox.Cmd{Command: `(n=0; while [ $n -lt 200 ]; do sleep 1000 & n=$((n+1)); done) 2>/dev/null; set -- /proc/[0-9]*; echo $#`})
+			n, err := strconv.Atoi(strings.TrimSpace(res.Stdout))
+			if err != nil {
+				t.Fatalf("got %+v", res)
+			}
+			t.Logf("%d processes under a limit of %d (%s)", n, limit, b.Describe())
+			if n > limit { // counted with a glob: the count itself forks nothing
+				t.Errorf("%d processes ran under a limit of %d", n, limit)
+			}
+			if n < limit/2 {
+				t.Errorf("only %d processes ran; the loop did not reach the limit of %d", n, limit)
+			}
+		})
+	}
+}
+
+// TestStartInPidsCgroup starts a process with each way into a pids cgroup
+// and checks from the host that it was born inside, and that no worker
+// thread stays there (a thread left in would count against the command's
+// limit and put every later child of the worker in that cgroup).
+func TestStartInPidsCgroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a root worker uses pids cgroups")
+	}
+	base, v2, err := pidsCgroupBase()
 	if err != nil {
-		t.Fatalf("got %+v", res)
+		t.Skipf("no writable pids cgroup: %v", err)
 	}
-	t.Logf("%d processes under a limit of %d (%s)", n, limit, b.Describe())
-	if n > limit { // counted with a glob: the count itself forks nothing
-		t.Errorf("%d processes ran under a limit of %d", n, limit)
+	mount, key := "/sys/fs/cgroup/pids", ":pids:"
+	cheap := joinThread
+	if v2 {
+		mount, key, cheap = "/sys/fs/cgroup", "0::", joinClone
 	}
-	if n < limit/2 {
-		t.Errorf("only %d processes ran; the loop did not reach the limit of %d", n, limit)
+	for _, join := range []cgroupJoin{cheap, joinShell} {
+		t.Run(join.String(), func(t *testing.T) {
+			c := &confinement{shell: "/bin/sh", pidsBase: base, pidsJoin: join, pidsPrefix: "sandbot-test-" + randomSuffix() + "-"}
+			var wg sync.WaitGroup
+			for range 4 { // concurrently, as Execs run
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 5 {
+						cg, err := c.pidsCgroup(10)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if got := startedCgroup(t, c, cg, mount, key); got != cg {
+							t.Errorf("the process started in %s, want %s", got, cg)
+						}
+						if err := removeCgroup(cg); err != nil {
+							t.Error(err)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			threadsIn(t, base, mount, key)
+		})
+	}
+	// A hybrid host (pids on v1, as here) still has a cgroup v2 hierarchy:
+	// CLONE_INTO_CGROUP is checked there.
+	if unified := "/sys/fs/cgroup/unified"; !v2 {
+		own, err := os.ReadFile("/proc/self/cgroup")
+		rel := ""
+		for line := range strings.SplitSeq(string(own), "\n") {
+			if after, ok := strings.CutPrefix(line, "0::"); ok {
+				rel = after
+			}
+		}
+		cg := filepath.Join(unified, rel, "sandbot-test-"+randomSuffix())
+		if err != nil || rel == "" || os.Mkdir(cg, 0o755) != nil {
+			t.Log("no writable cgroup v2 hierarchy: CLONE_INTO_CGROUP not checked")
+			return
+		}
+		defer removeCgroup(cg)
+		t.Run("clone-unified", func(t *testing.T) {
+			c := &confinement{pidsJoin: joinClone}
+			if got := startedCgroup(t, c, cg, unified, "0::"); got != cg {
+				t.Errorf("the process started in %s, want %s", got, cg)
+			}
+		})
+	}
+}
+
+// startedCgroup starts cat /proc/self/cgroup in cg with c's join and
+// returns the cgroup it reports (key: the hierarchy's line prefix), as a
+// directory under mount.
+func startedCgroup(t *testing.T, c *confinement, cg, mount, key string) string {
+	cmd := exec.Command("/bin/cat", "/proc/self/cgroup")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := c.startIn(cmd, cg); err != nil {
+		t.Errorf("start in %s: %v", cg, err)
+		return ""
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("%v: %s", err, out.String())
+		return ""
+	}
+	return cgroupLine(out.String(), mount, key)
+}
+
+func cgroupLine(procCgroup, mount, key string) string {
+	for line := range strings.SplitSeq(procCgroup, "\n") {
+		if i := strings.Index(line, key); i >= 0 && (key != "0::" || i == 0) {
+			return filepath.Join(mount, line[i+len(key):])
+		}
+	}
+	return ""
+}
+
+// threadsIn checks that every thread of the worker is in cgroup dir.
+func threadsIn(t *testing.T, dir, mount, key string) {
+	t.Helper()
+	tasks, err := filepath.Glob("/proc/self/task/*/cgroup")
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("no threads found: %v", err)
+	}
+	for _, f := range tasks {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread exited
+		}
+		if got := cgroupLine(string(data), mount, key); got != dir {
+			t.Errorf("worker thread %s is in cgroup %s, want %s", f, got, dir)
+		}
 	}
 }
 

@@ -100,15 +100,13 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 	cmd.ExtraFiles = []*os.File{p.child}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 
-	if cg != "" {
-		// The shell joins the cgroup and then becomes bwrap, so every
-		// process of the command is born inside it.
-		cmd.Args = append([]string{b.shell, "-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cg}, cmd.Args...)
-		cmd.Path = b.shell
-	}
-
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	if cg != "" {
+		err = b.conf.startIn(cmd, cg)
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
 		return sandbox.Result{}, fmt.Errorf("local: exec: start: %w", err)
 	}
 	pgid := cmd.Process.Pid
