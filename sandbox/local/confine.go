@@ -129,7 +129,7 @@ func (b *Backend) prepareConfinement() (*confinement, error) {
 		"--perms", "1777", "--size", strconv.FormatInt(o.TmpSize, 10), "--tmpfs", "/dev/shm",
 		"--perms", "1777", "--size", strconv.FormatInt(o.TmpSize, 10), "--tmpfs", "/tmp",
 	)
-	c := &confinement{bwrap: bw, shell: b.shell, args: args, limits: rlimitScript(o)}
+	c := &confinement{bwrap: bw, shell: b.shell, args: args, limits: rlimitScript(o, true)}
 	if err := b.probe(c, ""); err != nil {
 		return nil, err
 	}
@@ -160,21 +160,51 @@ func (b *Backend) prepareConfinement() (*confinement, error) {
 	if procLimit == "none" {
 		procs = "processes not limited"
 	}
-	c.describe = fmt.Sprintf("confined (bubblewrap): namespaces %s; %s; uid %d; limits: %s, %d MiB data per process, %d MiB /tmp, command timeout",
-		strings.Join(namespaces, ","), net, sandboxUID, procs, o.MaxDataBytes>>20, o.TmpSize>>20)
+	files := ""
+	if o.MaxFileBytes > 0 {
+		files = ", " + byteSize(o.MaxFileBytes/512*512) + " per file"
+	}
+	c.describe = fmt.Sprintf("confined (bubblewrap): namespaces %s; %s; uid %d; limits: %s, %d MiB data per process%s, %d MiB /tmp, command timeout",
+		strings.Join(namespaces, ","), net, sandboxUID, procs, o.MaxDataBytes>>20, files, o.TmpSize>>20)
 	return c, nil
 }
 
 // rlimitScript is the shell that applies the resource limits before a
 // command: ulimit builtins of the shell that then runs the command, so they
 // cost no process, on the command's own first line, so the command's line
-// numbers (in its error messages) stay its own. RLIMIT_NPROC is set in
-// there, not on bwrap by the worker: set before bwrap creates the user
+// numbers (in its error messages) stay its own. Confined commands get all
+// of them; unconfined ones only the file size limit. RLIMIT_NPROC is set
+// in there, not on bwrap by the worker: set before bwrap creates the user
 // namespace, it would be counted against the worker's uid on the host, so
 // all commands together would share one budget.
-func rlimitScript(o Options) string {
-	return fmt.Sprintf("ulimit -c 0 && { ulimit -u %[1]d 2>/dev/null || ulimit -p %[1]d; } && ulimit -d %[2]d || { echo 'sandbot: cannot apply resource limits' >&2; exit 126; }; ",
-		o.MaxProcesses, o.MaxDataBytes>>10)
+func rlimitScript(o Options, confined bool) string {
+	var limits []string
+	if confined {
+		limits = append(limits, "ulimit -c 0",
+			fmt.Sprintf("{ ulimit -u %[1]d 2>/dev/null || ulimit -p %[1]d; }", o.MaxProcesses),
+			fmt.Sprintf("ulimit -d %d", o.MaxDataBytes>>10))
+	}
+	if o.MaxFileBytes > 0 {
+		// ulimit -f counts 512-byte blocks (POSIX). SIGXFSZ ignored (and an
+		// ignored signal stays ignored across exec) makes a write past the
+		// limit fail with EFBIG instead of killing the writer.
+		limits = append(limits, fmt.Sprintf("ulimit -f %d", o.MaxFileBytes/512), "trap '' XFSZ")
+	}
+	if len(limits) == 0 {
+		return ""
+	}
+	return strings.Join(limits, " && ") + " || { echo 'sandbot: cannot apply resource limits' >&2; exit 126; }; "
+}
+
+// byteSize formats n in the largest binary unit that divides it.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
 }
 
 // probe runs `true` the way Exec runs commands (in pids cgroup cg, unless

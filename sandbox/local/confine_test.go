@@ -289,6 +289,41 @@ func threadsIn(t *testing.T, dir, mount, key string) {
 	}
 }
 
+// TestMaxFileBytes checks RLIMIT_FSIZE, confined and not: a write past the
+// limit fails with EFBIG (the writer is not killed by SIGXFSZ) and the
+// file stops at the limit, rounded down to 512-byte blocks.
+func TestMaxFileBytes(t *testing.T) {
+	const max, applied = 64<<10 + 100, 64 << 10
+	if _, err := New(Options{Root: t.TempDir(), MaxFileBytes: -1}); err == nil {
+		t.Error("New accepted a negative MaxFileBytes")
+	}
+	for _, unconfined := range []bool{false, true} {
+		name := "confined"
+		if unconfined {
+			name = "unconfined"
+		}
+		t.Run(name, func(t *testing.T) {
+			b := newBackend(t, Options{MaxFileBytes: max, Unconfined: unconfined})
+			if !unconfined && !strings.Contains(b.Describe(), "64 KiB per file") {
+				t.Errorf("Describe = %q, want the file size limit", b.Describe())
+			}
+			h := sandboxtest.NewSandbox(t, b)
+			res := sandboxtest.Exec(t, b, h, sandbox.Cmd{Command: "head -c 1000000 /dev/zero > big"})
+			if res.ExitCode != 1 || !strings.Contains(res.Stderr, "File too large") {
+				t.Errorf("writing past the limit: exit %d, stderr %q; want head failing with EFBIG", res.ExitCode, res.Stderr)
+			}
+			fi, err := os.Stat(filepath.Join(h.Workdir, "big"))
+			if err != nil || fi.Size() != applied {
+				t.Errorf("the file holds %v bytes (%v), want %d", fi.Size(), err, applied)
+			}
+			out := sandboxtest.Sh(t, b, h, `head -c 65536 /dev/zero > ok && head -c 70000 /dev/zero > "$TMPDIR/big" 2>/dev/null; echo $?; wc -c < "$TMPDIR/big"`)
+			if out != "1\n65536\n" {
+				t.Errorf("at the limit in the workspace, then past it in $TMPDIR: got %q, want success, then a failure at 65536 bytes", out)
+			}
+		})
+	}
+}
+
 // TestConfinedCommandDoesNotOutliveADeadWorker covers the moment bwrap's
 // --die-with-parent does not: a worker that dies while bwrap still builds
 // the sandbox. The command's shell finds the worker's end of its worker

@@ -74,7 +74,7 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 	var cmd *exec.Cmd
 	var cg string // the command's pids cgroup, if any
 	if b.conf == nil {
-		cmd = exec.Command(b.shell, "-c", wrapper, "sandbot-sh", c.Command)
+		cmd = exec.Command(b.shell, "-c", rlimitScript(b.opts, false)+wrapper, "sandbot-sh", c.Command)
 		cmd.Env = b.commandEnv(ws, tmp)
 	} else {
 		cmd = exec.Command(b.conf.bwrap, b.conf.command(ws, c.Command)...)
