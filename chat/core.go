@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sandbot/sandbot/session"
@@ -59,6 +60,15 @@ type CoreConfig struct {
 	// (session.UpdateClaimFinal), so two replicas never both post it.
 	// Default: host name, process ID and a random suffix.
 	ReplicaID string
+	// WatchLease is the watch lease a watcher asks for (see
+	// session.UpdateClaimWatch); default session.WatchLease. Only the
+	// replica holding a session's lease renders and posts its turns;
+	// another takes over within about this long after the holder dies.
+	WatchLease time.Duration
+	// ScanEvery is how often the core looks for sessions that need a bot
+	// and have none (a turn running or an answer unposted, with no live
+	// watch lease) once Resume was called; default session.WatchLease/3.
+	ScanEvery time.Duration
 }
 
 func (cfg CoreConfig) withDefaults() CoreConfig {
@@ -83,6 +93,9 @@ func (cfg CoreConfig) withDefaults() CoreConfig {
 	if cfg.ReplicaID == "" {
 		cfg.ReplicaID = defaultReplicaID()
 	}
+	def(&cfg.WatchLease, session.WatchLease)
+	cfg.WatchLease = min(max(cfg.WatchLease, session.WatchLeaseMin), session.WatchLeaseMax)
+	def(&cfg.ScanEvery, cfg.WatchLease/3)
 	return cfg
 }
 
@@ -112,6 +125,9 @@ type Core struct {
 	// initialization cycle).
 	commands []command
 	watchers *watchers
+
+	scanMu   sync.Mutex
+	scanning map[string]*scanLoop // by platform
 }
 
 // NewCore returns a Core using s for sessions. log may be nil.
@@ -132,6 +148,7 @@ func (c *Core) watchConfig(platform string) watchConfig {
 	return watchConfig{
 		PollMin: c.cfg.PollMin, PollMax: c.cfg.PollMax, CallTimeout: c.cfg.CallTimeout,
 		ReplicaID:     c.cfg.ReplicaID,
+		Lease:         c.cfg.WatchLease,
 		Clock:         c.cfg.Clock,
 		Budget:        c.budget(platform),
 		Approvers:     c.cfg.Start.Settings.Approvers,
@@ -218,22 +235,73 @@ func (c *Core) startInput(th Thread, u User, text string) session.SessionInput {
 	}
 }
 
-// Resume is called when a bot starts: it finds the platform's running
-// sessions whose turn is active (or ended without its final answer posted)
-// and watches them again, editing the status message recorded in the turn
-// state instead of posting a new one. It fails only if listing fails.
+// Resume is called when a bot starts (and when its platform connection is
+// re-established): it finds the platform's sessions that need a bot — a
+// turn running, or one that ended with its answer unposted — and watches
+// those nobody else holds the watch lease of, editing the status message
+// recorded in the turn state instead of posting a new one. It then keeps
+// doing so every ScanEvery until the core closes, so when the replica
+// watching a session dies, another takes over once its lease runs out. It
+// fails only if the first listing fails.
 //
-// Where sessions are indexed (search attributes) only sessions with an
-// active turn are listed, so a start-up does not query months of idle
-// sessions; a turn that ended in the moment between the bot's last edit and
-// its answer then stays without the answer (it is in /history).
+// Where sessions are indexed (search attributes) only sessions flagged as
+// needing a bot are listed, so a scan does not query months of idle
+// sessions.
 func (c *Core) Resume(ctx context.Context, p Poster, platform string) error {
+	n, listed, err := c.scan(ctx, p, platform)
+	if err != nil {
+		return err
+	}
+	c.log.Info("resumed watchers", "platform", platform, "sessions", listed, "watching", n)
+	c.scanMu.Lock()
+	defer c.scanMu.Unlock()
+	if c.scanning == nil {
+		c.scanning = map[string]*scanLoop{}
+	}
+	if l := c.scanning[platform]; l != nil {
+		l.setPoster(p) // a reconnect: the loop goes on with the new poster
+		return nil
+	}
+	l := &scanLoop{p: p}
+	c.scanning[platform] = l
+	c.watchers.spawn(func(ctx context.Context) {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.cfg.Clock.After(c.cfg.ScanEvery):
+			}
+			if _, _, err := c.scan(ctx, l.poster(), platform); err != nil && ctx.Err() == nil {
+				c.log.Warn("scan for unwatched sessions", "platform", platform, "err", err)
+			}
+		}
+	})
+	return nil
+}
+
+// scanLoop is the state of one platform's periodic scan.
+type scanLoop struct {
+	mu sync.Mutex
+	p  Poster
+}
+
+func (l *scanLoop) setPoster(p Poster) { l.mu.Lock(); l.p = p; l.mu.Unlock() }
+func (l *scanLoop) poster() Poster     { l.mu.Lock(); defer l.mu.Unlock(); return l.p }
+
+// scan starts a watcher for every listed session that needs one and has
+// no live watch lease, and returns how many it started and listed.
+func (c *Core) scan(ctx context.Context, p Poster, platform string) (started, listed int, err error) {
 	list, err := c.s.List(ctx, ListFilter{Platform: platform, ActiveOnly: true, TurnActive: true})
 	if err != nil {
-		return fmt.Errorf("chat: resume %s: %w", platform, err)
+		return 0, 0, fmt.Errorf("chat: resume %s: %w", platform, err)
 	}
-	n := 0
 	for _, s := range list {
+		if ctx.Err() != nil {
+			break
+		}
+		if c.watchers.poke(s.WorkflowID) {
+			continue // watched here already
+		}
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 		ts, err := c.s.TurnState(cctx, s.WorkflowID)
 		cancel()
@@ -241,20 +309,20 @@ func (c *Core) Resume(ctx context.Context, p Poster, platform string) error {
 			c.log.Warn("resume: turn state", "workflow_id", s.WorkflowID, "err", err)
 			continue
 		}
-		if needsWatch(ts) {
+		if needsWatch(ts) && (ts.Watcher == "" || ts.Watcher == c.cfg.ReplicaID || !c.cfg.Clock.Now().Before(ts.WatchUntil)) {
 			c.watchers.watch(p, s.Location, ts.Turn, false)
-			n++
+			started++
 		}
 	}
-	c.log.Info("resumed watchers", "platform", platform, "sessions", len(list), "watching", n)
-	return nil
+	return started, len(list), nil
 }
 
-// needsWatch reports whether a turn found at start-up still needs a
-// watcher: it runs, or it ended after its status message was posted but
-// before its final answer was.
+// needsWatch reports whether a turn found by a scan still needs a
+// watcher: it runs, or it ended and its answer was not posted (the
+// workflow says so since the watch lease; before, a turn whose status
+// message was posted but not its answer).
 func needsWatch(ts session.TurnState) bool {
-	if ts.Status.Active() {
+	if ts.Status.Active() || ts.AwaitingPost {
 		return true
 	}
 	return ts.Turn > 0 && finished(ts) && ts.StatusRef != "" && ts.FinalRef == ""

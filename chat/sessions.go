@@ -42,6 +42,11 @@ type Sessions interface {
 	// finished current turn's answer: one replica is granted it, so two
 	// replicas watching one turn post the answer once.
 	ClaimFinal(ctx context.Context, id string, req session.ClaimFinalRequest) (session.ClaimFinalResponse, error)
+	// ClaimWatch asks for, renews or releases the session's watch lease.
+	// A claim refused because another replica holds the lease is an
+	// answer with Granted false, not an error; a session whose workflow
+	// build keeps no lease fails with ErrNoWatchLease.
+	ClaimWatch(ctx context.Context, id string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error)
 	Info(ctx context.Context, id string) (session.Info, error)
 	History(ctx context.Context, id string, req session.HistoryRequest) ([]session.HistoryEntry, error)
 	// List returns sessions matching f, newest first.
@@ -81,6 +86,10 @@ type SessionSummary struct {
 // ErrNoSession marks errors about a thread that has no session (never
 // started, destroyed, or past retention). It is wrapped in a *UserError.
 var ErrNoSession = errors.New("no session")
+
+// ErrNoWatchLease is returned (wrapped) by ClaimWatch for a session whose
+// workflow build predates the watch lease; its watcher watches without one.
+var ErrNoWatchLease = errors.New("the session keeps no watch lease")
 
 // UserError is an error whose Msg is written for the chat user and may be
 // shown as is. Err keeps the cause for logs and errors.Is.

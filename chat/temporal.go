@@ -197,6 +197,22 @@ func (t *TemporalSessions) ClaimFinal(ctx context.Context, id string, req sessio
 	return out, err
 }
 
+// ClaimWatch implements Sessions. A claim the workflow refuses because
+// another replica's lease runs is a plain answer, not an error; a session
+// whose build predates the lease answers ErrNoWatchLease.
+func (t *TemporalSessions) ClaimWatch(ctx context.Context, id string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error) {
+	var out session.ClaimWatchResponse
+	err := t.update(ctx, id, session.UpdateClaimWatch, &req, &out)
+	var appErr *temporal.ApplicationError
+	switch {
+	case errors.As(err, &appErr) && appErr.Type() == session.ErrTypeWatchLeaseHeld:
+		return session.ClaimWatchResponse{}, nil
+	case err != nil && strings.Contains(err.Error(), "unknown update"):
+		return out, fmt.Errorf("%w: %w", ErrNoWatchLease, err)
+	}
+	return out, err
+}
+
 // Info implements Sessions.
 func (t *TemporalSessions) Info(ctx context.Context, id string) (session.Info, error) {
 	var r session.Info

@@ -15,7 +15,8 @@ type watchers struct {
 
 	ctx    context.Context // every watcher's lifetime
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // watchers
+	loops  sync.WaitGroup // spawned loops, which end only with close
 
 	mu     sync.Mutex
 	m      map[string]*watcher // by workflow ID
@@ -68,6 +69,21 @@ func (ws *watchers) release(w *watcher, last int, ok bool) (next int, more bool)
 	return 0, false
 }
 
+// spawn runs fn on its own goroutine for the watchers' lifetime: close
+// cancels its context and waits for it.
+func (ws *watchers) spawn(fn func(ctx context.Context)) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.closed {
+		return
+	}
+	ws.loops.Add(1)
+	go func() {
+		defer ws.loops.Done()
+		fn(ws.ctx)
+	}()
+}
+
 // poke makes the watcher of session id poll now and reports whether there
 // is one.
 func (ws *watchers) poke(id string) bool {
@@ -106,6 +122,7 @@ func (ws *watchers) close() {
 	ws.mu.Unlock()
 	ws.cancel()
 	ws.wg.Wait()
+	ws.loops.Wait()
 }
 
 // wait blocks until no watcher runs.

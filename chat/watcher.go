@@ -32,6 +32,7 @@ type turnFeed interface {
 	History(ctx context.Context, id string, req session.HistoryRequest) ([]session.HistoryEntry, error)
 	RecordChatRef(ctx context.Context, id string, req session.ChatRefRequest) error
 	ClaimFinal(ctx context.Context, id string, req session.ClaimFinalRequest) (session.ClaimFinalResponse, error)
+	ClaimWatch(ctx context.Context, id string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error)
 }
 
 // watchConfig is what a watcher takes from the core's configuration.
@@ -40,9 +41,11 @@ type watchConfig struct {
 	PollMin, PollMax time.Duration
 	// CallTimeout bounds each call on the session.
 	CallTimeout time.Duration
-	// ReplicaID is this bot's name in final-answer claims.
+	// ReplicaID is this bot's name in watch leases and final-answer claims.
 	ReplicaID string
-	Clock     Clock
+	// Lease is the watch lease to ask for (see CoreConfig.WatchLease).
+	Lease time.Duration
+	Clock Clock
 	// Budget is the thread's platform budget, with defaults filled in.
 	Budget Budget
 	// Approvers and ApproverRoles are those of new sessions, named in the
@@ -74,6 +77,13 @@ type watcher struct {
 	fresh int // lowest turn a new (not redelivered) message asked for; 0: none
 
 	approvers string // who may approve, fetched once
+
+	// The watch lease, owned by the watcher's goroutine: held says this
+	// replica holds it until until, and renews it at renewAt; legacy says
+	// the session keeps no lease (its build predates it).
+	held           bool
+	legacy         bool
+	until, renewAt time.Time
 }
 
 func newWatcher(feed turnFeed, p Poster, th Thread, cfg watchConfig, log *slog.Logger) *watcher {
@@ -130,10 +140,65 @@ func (w *watcher) run(ctx context.Context, want int, release func(w *watcher, la
 		last, ok := w.follow(ctx, want)
 		next, more := release(w, last, ok)
 		if !more {
+			w.releaseLease(ctx)
 			return
 		}
 		want = max(next, last+1)
 	}
+}
+
+// hold reports whether this replica holds the session's watch lease,
+// claiming or renewing it as due. Only the holder renders and posts; the
+// others stand by. When the session cannot be asked, a lease still running
+// is kept and none is taken.
+func (w *watcher) hold(ctx context.Context) bool {
+	if w.legacy {
+		return true
+	}
+	now := w.cfg.Clock.Now()
+	if w.held && now.Before(w.renewAt) {
+		return true
+	}
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	res, err := w.feed.ClaimWatch(cctx, w.id, session.ClaimWatchRequest{Claimer: w.cfg.ReplicaID, For: w.cfg.Lease})
+	cancel()
+	switch {
+	case errors.Is(err, ErrNoWatchLease):
+		w.log.Info("watcher: the session's build keeps no watch lease; watching without one")
+		w.legacy = true
+		return true
+	case err != nil:
+		w.log.Warn("watcher: claim watch lease", "err", err)
+		return w.held && now.Before(w.until)
+	case !res.Granted:
+		if w.held {
+			w.log.Warn("watcher: lost the watch lease; standing by", "holder", res.Holder)
+		}
+		w.held = false
+		return false
+	}
+	if !w.held {
+		w.log.Debug("watcher: holds the watch lease")
+	}
+	// Measured from before the call, so the local view never outlasts the
+	// workflow's.
+	w.held, w.until, w.renewAt = true, now.Add(w.cfg.Lease), now.Add(w.cfg.Lease/3)
+	return true
+}
+
+// releaseLease gives the lease up when the watcher ends on its own, so
+// another replica need not wait for it to run out. A watcher stopped by
+// the core's close (or a dead process) releases nothing: its lease runs out.
+func (w *watcher) releaseLease(ctx context.Context) {
+	if !w.held || w.legacy || ctx.Err() != nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	defer cancel()
+	if _, err := w.feed.ClaimWatch(cctx, w.id, session.ClaimWatchRequest{Claimer: w.cfg.ReplicaID, Release: true}); err != nil {
+		w.log.Warn("watcher: release watch lease", "err", err)
+	}
+	w.held = false
 }
 
 // finished reports whether a turn is over.
@@ -189,6 +254,16 @@ func (w *watcher) follow(ctx context.Context, want int) (last int, ok bool) {
 				w.log.Warn("watcher: turn did not start", "turn", want, "session_turn", ts.Turn)
 				return 0, false
 			}
+		case !w.hold(ctx):
+			// Another replica watches. Stand by, polling slowly: when its
+			// lease runs out (it died), this watcher takes over, starting
+			// from what the turn state records (the status message to edit).
+			lastGood = clock.Now()
+			if finished(ts) && ts.FinalRef != "" && !ts.AwaitingPost && ts.Turn >= w.goal() {
+				return ts.Turn, true // answered by the holder
+			}
+			v = nil
+			interval = w.cfg.PollMax
 		default:
 			lastGood = clock.Now()
 			if v != nil && ts.Turn > v.turn {

@@ -18,6 +18,7 @@ import (
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	"github.com/sandbot/sandbot/internal/workerapp"
 	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/sandbox/blobstore"
 	"github.com/sandbot/sandbot/sandbox/docker"
 	"github.com/sandbot/sandbot/session"
 )
@@ -167,8 +168,9 @@ func TestDestroyCleansUp(t *testing.T) {
 	if e.snapshotExists(key) {
 		t.Fatalf("snapshot %s outlived destroy", key)
 	}
-	if left := regularFiles(t, snapDir); len(left) != 0 {
-		t.Fatalf("files left in the snapshot store: %q", left)
+	// Only the store's owner record (blobstore.OwnerKey) may stay.
+	if left := regularFiles(t, snapDir); len(left) != 1 || filepath.Base(left[0]) != blobstore.OwnerKey {
+		t.Fatalf("files left in the snapshot store: %q; want only its owner record %q", left, blobstore.OwnerKey)
 	}
 	var res session.SessionResult
 	if err := e.c.GetWorkflow(e.ctx, th.ID(), "").Get(e.ctx, &res); err != nil || !res.Destroyed || res.Turns != 1 {

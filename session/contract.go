@@ -37,6 +37,7 @@ const (
 	UpdateChatRef     = "chat_ref"
 	UpdateFork        = "fork"
 	UpdateClaimFinal  = "claim_final"
+	UpdateClaimWatch  = "claim_watch"
 
 	QueryTurnState = "turn_state"
 	QueryHistory   = "history"
@@ -251,6 +252,47 @@ type ClaimFinalResponse struct {
 // before another replica may take it over (its holder died between the
 // claim and the post).
 const FinalClaimTakeover = 2 * time.Minute
+
+// ClaimWatchRequest asks for (or renews, or gives up) the session's watch
+// lease: the right to be the one bot replica that follows its turns,
+// renders their progress and posts their answers. A replica that holds no
+// lease only polls; when the holder dies its lease runs out and another
+// replica claims it. The lease lives in the workflow, not in any bot's
+// memory, so it survives every process.
+type ClaimWatchRequest struct {
+	// Claimer identifies the bot replica (stable for its lifetime).
+	Claimer string `json:"claimer"`
+	// For is how long the lease should last from now; the workflow keeps it
+	// within [WatchLeaseMin, WatchLeaseMax].
+	For time.Duration `json:"for"`
+	// Release gives the lease up at once (the watcher is done), so another
+	// replica need not wait for it to run out.
+	Release bool `json:"release,omitempty"`
+	// Auth is the bot's signature (see Signature).
+	Auth Signature `json:"auth,omitzero"`
+}
+
+// ClaimWatchResponse says who holds the watch lease, and until when.
+type ClaimWatchResponse struct {
+	Granted bool      `json:"granted"`
+	Holder  string    `json:"holder,omitempty"`
+	Until   time.Time `json:"until,omitzero"`
+}
+
+// ErrTypeWatchLeaseHeld is the error type with which the workflow rejects
+// a watch claim while another replica's lease runs: a rejected update
+// leaves no trace in the history, so standby replicas may ask often.
+const ErrTypeWatchLeaseHeld = "WatchLeaseHeld"
+
+// Watch lease bounds.
+const (
+	// WatchLease is the lease a bot asks for; it renews at a third of it,
+	// so another replica takes over within about WatchLease of a holder's
+	// death.
+	WatchLease    = 15 * time.Second
+	WatchLeaseMin = time.Second
+	WatchLeaseMax = 5 * time.Minute
+)
 
 // ForkRequest is the input of UpdateFork: copy this session into a new one.
 type ForkRequest struct {

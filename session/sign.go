@@ -119,6 +119,7 @@ func (r *DestroyRequest) signedFields() []string { return userFields(r.User) }
 func (r *SetBackendRequest) auth() *Signature    { return &r.Auth }
 func (r *ChatRefRequest) auth() *Signature       { return &r.Auth }
 func (r *ClaimFinalRequest) auth() *Signature    { return &r.Auth }
+func (r *ClaimWatchRequest) auth() *Signature    { return &r.Auth }
 func (r *ForkRequest) auth() *Signature          { return &r.Auth }
 func (r *SetBackendRequest) signedFields() []string {
 	return append([]string{r.Backend}, userFields(r.User)...)
@@ -131,6 +132,9 @@ func (r *ChatRefRequest) signedFields() []string {
 }
 func (r *ClaimFinalRequest) signedFields() []string {
 	return []string{strconv.Itoa(r.Turn), r.Claimer}
+}
+func (r *ClaimWatchRequest) signedFields() []string {
+	return []string{r.Claimer, r.For.String(), strconv.FormatBool(r.Release)}
 }
 
 // SignedRequest returns req as a Signed request when it is one of the
@@ -159,6 +163,8 @@ func SignedRequest(req any) (Signed, bool) {
 	case ChatRefRequest:
 		return &r, true
 	case ClaimFinalRequest:
+		return &r, true
+	case ClaimWatchRequest:
 		return &r, true
 	}
 	return nil, false

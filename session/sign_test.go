@@ -84,7 +84,7 @@ func TestEveryRequestTypeIsSignable(t *testing.T) {
 	for _, req := range []any{
 		session.MessageRequest{}, session.ApproveRequest{}, session.PauseRequest{}, session.ResumeRequest{},
 		session.StopRequest{}, session.DestroyRequest{}, session.SetBackendRequest{}, session.ForkRequest{},
-		session.ChatRefRequest{}, session.ClaimFinalRequest{},
+		session.ChatRefRequest{}, session.ClaimFinalRequest{}, session.ClaimWatchRequest{},
 	} {
 		if _, ok := session.SignedRequest(req); !ok {
 			t.Errorf("%T cannot be signed", req)

@@ -116,6 +116,14 @@ type TurnState struct {
 	// FinalClaimAt when it claimed (see UpdateClaimFinal).
 	FinalClaim   string    `json:"final_claim,omitempty"`
 	FinalClaimAt time.Time `json:"final_claim_at,omitzero"`
+	// Watcher holds the session's watch lease until WatchUntil (see
+	// UpdateClaimWatch); empty when nobody does.
+	Watcher    string    `json:"watcher,omitempty"`
+	WatchUntil time.Time `json:"watch_until,omitzero"`
+	// AwaitingPost is true when this turn has ended and its answer was
+	// not posted yet: a bot must still post it. Only sessions run by
+	// builds that keep the watch lease set it.
+	AwaitingPost bool `json:"awaiting_post,omitempty"`
 }
 
 // HistoryRequest is the (optional) argument of QueryHistory.

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/sandbot/sandbot/session"
 	"go.temporal.io/sdk/workflow"
@@ -47,6 +50,7 @@ func (s *sessionRun) register(ctx workflow.Context) error {
 		{session.UpdateSetBackend, s.onSetBackend, s.validateSetBackend},
 		{session.UpdateFork, s.onFork, s.validateFork},
 		{session.UpdateClaimFinal, s.onClaimFinal, s.validateClaimFinal},
+		{session.UpdateClaimWatch, s.onClaimWatch, s.validateClaimWatch},
 	}
 	for _, u := range updates {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler, workflow.UpdateHandlerOptions{Validator: u.validator}); err != nil {
@@ -188,8 +192,50 @@ func (s *sessionRun) onChatRef(ctx workflow.Context, req session.ChatRefRequest)
 		s.st.Last.StatusRef = req.Ref
 	case "final":
 		s.st.Last.FinalRef = req.Ref
+		if s.watchLease {
+			// The answer is posted: the session no longer needs a bot.
+			s.index(ctx)
+		}
 	}
 	return session.ChatRefResponse{}, nil
+}
+
+func (s *sessionRun) validateClaimWatch(ctx workflow.Context, req session.ClaimWatchRequest) error {
+	if req.Claimer == "" {
+		return fmt.Errorf("claim_watch needs the claiming bot replica's ID")
+	}
+	if req.Release {
+		return nil
+	}
+	if req.For < session.WatchLeaseMin || req.For > session.WatchLeaseMax {
+		return fmt.Errorf("a watch lease of %s is out of bounds; ask for %s to %s", req.For, session.WatchLeaseMin, session.WatchLeaseMax)
+	}
+	if w := s.st.Watch; w.Holder != "" && w.Holder != req.Claimer && workflow.Now(ctx).Before(w.Until) {
+		// Refused here rather than answered by the handler: a rejected
+		// update is not written to the history.
+		return temporal.NewApplicationError(fmt.Sprintf("the watch lease is held by %s until %s", w.Holder, w.Until.Format(time.RFC3339Nano)), session.ErrTypeWatchLeaseHeld)
+	}
+	return nil
+}
+
+// onClaimWatch grants, renews or releases the watch lease. The holder
+// keeps it by renewing before it runs out; anyone else gets it only once
+// it has (its holder died or stalled) or was released. Like chat refs it is
+// bookkeeping: Version does not move.
+func (s *sessionRun) onClaimWatch(ctx workflow.Context, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error) {
+	w := &s.st.Watch
+	now := workflow.Now(ctx)
+	if req.Release {
+		if w.Holder == req.Claimer {
+			*w = WatchLease{}
+		}
+		return session.ClaimWatchResponse{Holder: w.Holder, Until: w.Until}, nil
+	}
+	if w.Holder != "" && w.Holder != req.Claimer && now.Before(w.Until) {
+		return session.ClaimWatchResponse{Holder: w.Holder, Until: w.Until}, nil
+	}
+	*w = WatchLease{Holder: req.Claimer, Until: now.Add(req.For)}
+	return session.ClaimWatchResponse{Granted: true, Holder: w.Holder, Until: w.Until}, nil
 }
 
 func (s *sessionRun) validateSetBackend(ctx workflow.Context, req session.SetBackendRequest) error {
@@ -242,7 +288,11 @@ func (s *sessionRun) onClaimFinal(ctx workflow.Context, req session.ClaimFinalRe
 		return session.ClaimFinalResponse{Posted: true, Holder: last.FinalClaim}, nil
 	}
 	now := workflow.Now(ctx)
-	if last.FinalClaim != "" && last.FinalClaim != req.Claimer && now.Sub(last.FinalClaimAt) < session.FinalClaimTakeover {
+	// The holder of a live watch lease may take a claim over at once: the
+	// claim's holder lost the lease, so it died or stalled before posting
+	// (runs since changeWatchLease).
+	leased := s.watchLease && s.st.Watch.Holder == req.Claimer && now.Before(s.st.Watch.Until)
+	if last.FinalClaim != "" && last.FinalClaim != req.Claimer && now.Sub(last.FinalClaimAt) < session.FinalClaimTakeover && !leased {
 		return session.ClaimFinalResponse{Holder: last.FinalClaim}, nil
 	}
 	last.FinalClaim, last.FinalClaimAt = req.Claimer, now

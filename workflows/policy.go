@@ -30,6 +30,12 @@ const (
 	// changeSignedDecisions: the destroy signal, which no signature can
 	// guard, is ignored; decisions come as signed updates (DecisionGuard).
 	changeSignedDecisions = "signed-decisions"
+	// changeWatchLease: a finished turn whose answer no bot posted yet
+	// stays indexed as needing the bot (SandbotActiveTurn) and says so in
+	// its TurnState (AwaitingPost), so any bot replica finds and posts it;
+	// recording the final answer's ref clears it. Decided once per run, at
+	// its start.
+	changeWatchLease = "watch-lease"
 )
 
 // PolicyActivities serves the worker's session policy to session runs. It

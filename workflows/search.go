@@ -12,7 +12,7 @@ func (s *sessionRun) index(ctx workflow.Context) {
 	if !s.st.Settings.Indexed {
 		return
 	}
-	want := indexed{Backend: s.st.Backend, Active: s.turnActive, Platform: s.st.Location.Platform, Channel: s.st.Location.Channel, Owner: s.st.Owner.ID, Parent: s.st.Parent}
+	want := indexed{Backend: s.st.Backend, Active: s.turnActive || s.awaitingPost(), Platform: s.st.Location.Platform, Channel: s.st.Location.Channel, Owner: s.st.Owner.ID, Parent: s.st.Parent}
 	if s.lastIndex != nil && *s.lastIndex == want {
 		return
 	}

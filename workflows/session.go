@@ -15,9 +15,12 @@ import (
 // sessionRun is one run of the session workflow: the durable State plus the
 // transient control fields that only make sense inside this run.
 type sessionRun struct {
-	st  State
-	log log.Logger
-	id  string
+	st State
+	// watchLease: this run keeps finished, unposted turns indexed as
+	// needing the bot (changeWatchLease).
+	watchLease bool
+	log        log.Logger
+	id         string
 	// queue is this workflow's task queue; activity queues derive from it.
 	queue string
 
@@ -44,6 +47,7 @@ type sessionRun struct {
 // new at a turn boundary when history grows large.
 func Session(ctx workflow.Context, in Input) (session.SessionResult, error) {
 	s := newSession(ctx, in)
+	s.watchLease = workflow.GetVersion(ctx, changeWatchLease, workflow.DefaultVersion, 1) >= 1
 	if err := s.register(ctx); err != nil {
 		return session.SessionResult{}, err
 	}
@@ -106,7 +110,17 @@ func (s *sessionRun) turnState() session.TurnState {
 	ts.Queued = len(s.st.Queue)
 	ts.Paused = s.st.Paused
 	ts.Destroyed = s.cleanedUp
+	ts.Watcher, ts.WatchUntil = s.st.Watch.Holder, s.st.Watch.Until
+	ts.AwaitingPost = s.awaitingPost()
 	return ts
+}
+
+// awaitingPost reports whether the last turn ended without its answer
+// posted (runs since changeWatchLease only).
+func (s *sessionRun) awaitingPost() bool {
+	last := s.st.Last
+	return s.watchLease && !s.turnActive && !s.cleanedUp && last.Turn > 0 && last.FinalRef == "" &&
+		(last.Status == session.StatusComplete || last.Status == session.StatusFailed)
 }
 
 func (s *sessionRun) info(ctx workflow.Context) session.Info {

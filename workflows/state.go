@@ -38,6 +38,9 @@ type State struct {
 	// Decisions is the recent approval log (capped).
 	Decisions []session.DecisionRecord `json:"decisions,omitempty"`
 
+	// Watch is the session's watch lease (see session.UpdateClaimWatch).
+	Watch WatchLease `json:"watch,omitzero"`
+
 	Handle      *sandbox.Handle `json:"handle,omitempty"`
 	Snapshot    string          `json:"snapshot,omitempty"`
 	Fingerprint string          `json:"fingerprint,omitempty"`
@@ -193,4 +196,10 @@ func (st *State) mayApprove(u session.User) bool {
 		}
 	}
 	return false
+}
+
+// WatchLease is who may follow the session's turns in chat, until when.
+type WatchLease struct {
+	Holder string    `json:"holder,omitempty"`
+	Until  time.Time `json:"until,omitzero"`
 }

@@ -50,6 +50,9 @@ type Sessions struct {
 	ListFn       func(f chat.ListFilter) ([]chat.SessionSummary, error)
 	RecordFn     func(id string, req session.ChatRefRequest) error
 	ClaimFn      func(id string, req session.ClaimFinalRequest) (session.ClaimFinalResponse, error)
+	// WatchFn, if set, answers ClaimWatch; by default every claim is
+	// granted (one replica).
+	WatchFn func(id string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error)
 
 	mu        sync.Mutex
 	changed   chan struct{} // closed and replaced on every change
@@ -398,6 +401,14 @@ func (f *Sessions) ClaimFinal(_ context.Context, id string, req session.ClaimFin
 	}
 	f.claims[key] = req.Claimer
 	return session.ClaimFinalResponse{Granted: true}, nil
+}
+
+// ClaimWatch implements chat.Sessions: WatchFn's answer, or granted.
+func (f *Sessions) ClaimWatch(_ context.Context, id string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error) {
+	if f.WatchFn != nil {
+		return f.WatchFn(id, req)
+	}
+	return session.ClaimWatchResponse{Granted: !req.Release, Holder: req.Claimer}, nil
 }
 
 // Info implements chat.Sessions.

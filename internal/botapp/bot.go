@@ -41,6 +41,11 @@ type Options struct {
 	// the chat core's defaults.
 	PollMin, PollMax time.Duration
 	Clock            chat.Clock
+	// ReplicaID, WatchLease and ScanEvery tune how replicas share the
+	// watching of sessions (chat.CoreConfig); zero values take the core's
+	// defaults.
+	ReplicaID             string
+	WatchLease, ScanEvery time.Duration
 }
 
 // Bot is the chat front end: the core and the adapters of the enabled
@@ -114,6 +119,9 @@ func New(ctx context.Context, c client.Client, cfg *config.Config, opts Options,
 		PollMin:        opts.PollMin,
 		PollMax:        opts.PollMax,
 		Clock:          opts.Clock,
+		ReplicaID:      opts.ReplicaID,
+		WatchLease:     opts.WatchLease,
+		ScanEvery:      opts.ScanEvery,
 		ServedBackends: func(ctx context.Context) ([]string, error) {
 			return ServedBackends(ctx, c, cfg.Temporal.TaskQueue, config.KnownBackends)
 		},
