@@ -129,6 +129,14 @@ type Fingerprinter interface {
 	Fingerprint(ctx context.Context, h Handle) (string, error)
 }
 
+// Checker is an optional capability: a cheap check that the backend can
+// make sandboxes now (the Docker daemon answers and has the image), for the
+// worker's readiness. It returns nil when it can, else why not; it must be
+// safe for concurrent use.
+type Checker interface {
+	Check(ctx context.Context) error
+}
+
 // ErrUnavailable is returned (wrapped) when a backend cannot serve requests
 // right now, for example when the Docker daemon is down or an image is
 // missing. Callers show the wrapped message to the user.

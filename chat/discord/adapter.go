@@ -39,6 +39,7 @@ type Adapter struct {
 
 	mu      sync.Mutex
 	botID   string
+	down    string          // why the gateway is not connected; "" while it is
 	work    context.Context // handlers' context; outlives Run's by shutdownGrace
 	closing bool            // set when Run stops taking events
 
@@ -87,6 +88,7 @@ func New(cfg Config, log *slog.Logger) (*Adapter, error) {
 		cfg: cfg, log: log.With("platform", Platform), s: s,
 		ready:      make(chan struct{}),
 		botID:      cfg.ApplicationID,
+		down:       "not connected yet",
 		queues:     newSerial(),
 		seenMsgs:   lru.New[string, struct{}](4096),
 		seenInters: lru.New[string, struct{}](1024),
@@ -126,17 +128,19 @@ func (rw *rewriter) RoundTrip(req *http.Request) (*http.Response, error) {
 	return base.RoundTrip(r)
 }
 
+// httpClient is the REST client: cfg.HTTPClient (or a default) with every
+// request counted (see meter) and, with APIBase set, sent there.
 func httpClient(cfg Config) *http.Client {
 	c := cfg.HTTPClient
 	if c == nil {
 		c = &http.Client{Timeout: 30 * time.Second}
 	}
-	if cfg.APIBase == "" {
-		return c
-	}
-	u, _ := url.Parse(cfg.APIBase) // checked by Validate
 	cc := *c
-	cc.Transport = &rewriter{target: u, base: c.Transport}
+	if cfg.APIBase != "" {
+		u, _ := url.Parse(cfg.APIBase) // checked by Validate
+		cc.Transport = &rewriter{target: u, base: cc.Transport}
+	}
+	cc.Transport = meter{base: cc.Transport}
 	return &cc
 }
 
@@ -170,9 +174,16 @@ func (a *Adapter) Run(ctx context.Context, core chat.Handler) error {
 		a.s.AddHandler(a.onMessageCreate),
 		a.s.AddHandler(a.onThreadCreate),
 		a.s.AddHandler(a.onInteractionCreate),
-		a.s.AddHandler(func(*discordgo.Session, *discordgo.Resumed) { a.log.Info("gateway resumed") }),
-		a.s.AddHandler(func(*discordgo.Session, *discordgo.Disconnect) { a.log.Warn("gateway disconnected; reconnecting") }),
+		a.s.AddHandler(func(*discordgo.Session, *discordgo.Resumed) {
+			a.log.Info("gateway resumed")
+			a.setDown("")
+		}),
+		a.s.AddHandler(func(*discordgo.Session, *discordgo.Disconnect) {
+			a.log.Warn("gateway disconnected; reconnecting")
+			a.setDown("gateway disconnected; reconnecting")
+		}),
 	}
+	defer a.setDown("stopped")
 	removeAll := func() {
 		for _, r := range removers {
 			r()
@@ -251,8 +262,26 @@ func (a *Adapter) onReady(_ *discordgo.Session, r *discordgo.Ready) {
 	}
 	a.mu.Lock()
 	a.botID = r.User.ID
+	a.down = ""
 	a.mu.Unlock()
 	a.log.Info("gateway ready", "bot_id", r.User.ID, "session", r.SessionID != "")
+}
+
+// Connected returns nil while the gateway is connected (ready or resumed),
+// else why it is not. The bot's readiness check asks it.
+func (a *Adapter) Connected() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.down != "" {
+		return errors.New("discord: " + a.down)
+	}
+	return nil
+}
+
+func (a *Adapter) setDown(why string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.down = why
 }
 
 // Session is the underlying discordgo session, for callers that need a

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/internal/lru"
+	"github.com/sandbot/sandbot/internal/metrics"
 )
 
 // SessionFinder is an optional capability of the chat.Handler given to
@@ -52,6 +53,7 @@ type Adapter struct {
 	mu       sync.Mutex
 	self     identity
 	addr     string
+	down     string // why the adapter is not connected; "" while it is
 	ready    chan struct{}
 	once     sync.Once
 	inflight int
@@ -98,6 +100,7 @@ func New(cfg Config, log *slog.Logger) (*Adapter, error) {
 		seen:    lru.New[string, struct{}](20000),
 		ready:   make(chan struct{}),
 		idle:    make(chan struct{}),
+		down:    "not connected yet",
 	}, nil
 }
 
@@ -123,6 +126,25 @@ func (a *Adapter) Budget() chat.Budget {
 // Ready is closed once Run is connected (Socket Mode) or listening (HTTP
 // mode) and events will be handled.
 func (a *Adapter) Ready() <-chan struct{} { return a.ready }
+
+// Connected returns nil while the adapter is connected to Slack (Socket
+// Mode) or listening for its requests (HTTP mode), else why it is not. The
+// bot's readiness check asks it.
+func (a *Adapter) Connected() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.down != "" {
+		return errors.New("slack: " + a.down)
+	}
+	return nil
+}
+
+// setDown records why the adapter is not connected ("": it is).
+func (a *Adapter) setDown(why string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.down = why
+}
 
 // Addr is the HTTP-mode listen address once Ready (useful with ":0").
 func (a *Adapter) Addr() string {
@@ -155,8 +177,11 @@ func (a *Adapter) Run(ctx context.Context, core chat.Handler) error {
 	}
 	a.core, a.ctx = core, ctx
 	defer a.wg.Wait()
+	defer a.setDown("stopped")
 	r, err := a.api.AuthTestContext(ctx)
+	metrics.ChatCall(Platform, "auth.test", err != nil)
 	if err != nil {
+		a.setDown("auth.test failed (check SANDBOT_SLACK_BOT_TOKEN)")
 		return fmt.Errorf("slack: auth.test: %w (check SANDBOT_SLACK_BOT_TOKEN)", err)
 	}
 	a.mu.Lock()
@@ -175,8 +200,10 @@ func (a *Adapter) Run(ctx context.Context, core chat.Handler) error {
 	return err
 }
 
-// markReady closes Ready once and resumes watchers of running turns.
+// markReady marks the adapter connected; the first time, it closes Ready
+// and resumes watchers of running turns.
 func (a *Adapter) markReady() {
+	a.setDown("")
 	a.once.Do(func() {
 		close(a.ready)
 		a.spawn("resume", func(ctx context.Context) error { return a.core.Resume(ctx, a, Platform) })

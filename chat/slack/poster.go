@@ -10,6 +10,7 @@ import (
 	slackgo "github.com/slack-go/slack"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/internal/metrics"
 )
 
 // maxRateLimitRetries bounds how often one call is retried after a 429.
@@ -24,11 +25,15 @@ const summaryChars = 2500
 func (a *Adapter) call(ctx context.Context, method string, fn func(ctx context.Context) error) error {
 	for attempt := 0; ; attempt++ {
 		if method == "chat.update" {
-			if err := a.budget.acquire(ctx); err != nil {
+			start := time.Now()
+			err := a.budget.acquire(ctx)
+			metrics.ChatWaited(Platform, metrics.WaitPace, time.Since(start))
+			if err != nil {
 				return fmt.Errorf("slack: %s: %w", method, err)
 			}
 		}
 		err := fn(ctx)
+		metrics.ChatCall(Platform, method, err != nil)
 		var rl *slackgo.RateLimitedError
 		if !errors.As(err, &rl) {
 			if err != nil {
@@ -40,6 +45,7 @@ func (a *Adapter) call(ctx context.Context, method string, fn func(ctx context.C
 			return fmt.Errorf("slack: %s: still rate limited after %d retries: %w", method, attempt, err)
 		}
 		wait := max(rl.RetryAfter, time.Second)
+		metrics.ChatRateLimited(Platform, wait)
 		if method == "chat.update" {
 			a.budget.pause(wait)
 		}
@@ -81,7 +87,9 @@ func (a *Adapter) Post(ctx context.Context, th chat.Thread, c chat.Card) (string
 // message EditInterval apart and all edits within the workspace budget,
 // waiting as needed, and retries after a 429's Retry-After.
 func (a *Adapter) Edit(ctx context.Context, th chat.Thread, ref string, c chat.Card) error {
+	start := time.Now()
 	end, err := a.pacer.begin(ctx, th.Channel+"/"+ref)
+	metrics.ChatWaited(Platform, metrics.WaitPace, time.Since(start))
 	if err != nil {
 		return fmt.Errorf("slack: chat.update: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/internal/lru"
+	"github.com/sandbot/sandbot/internal/metrics"
 )
 
 // negativeTTL is how long "this thread is not a session" is believed. A
@@ -135,6 +136,7 @@ func (a *Adapter) threadHasBot(ctx context.Context, th chat.Thread) (bool, error
 	msgs, _, _, err := a.api.GetConversationRepliesContext(ctx, &slackgo.GetConversationRepliesParameters{
 		ChannelID: th.Channel, Timestamp: th.Thread, Limit: 200,
 	})
+	metrics.ChatCall(Platform, "conversations.replies", err != nil)
 	if err != nil {
 		return false, err
 	}

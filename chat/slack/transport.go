@@ -52,15 +52,19 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, ev s
 	switch ev.Type {
 	case socketmode.EventTypeConnecting:
 		a.log.Debug("slack: socket mode connecting")
+		a.setDown("socket mode connecting")
 	case socketmode.EventTypeConnected:
 		a.log.Info("slack: socket mode connected")
 		a.markReady()
 	case socketmode.EventTypeConnectionError, socketmode.EventTypeIncomingError, socketmode.EventTypeErrorWriteFailed:
 		a.log.Warn("slack: socket mode connection trouble; reconnecting", "event", ev.Type)
+		a.setDown(fmt.Sprintf("socket mode connection trouble (%s); reconnecting", ev.Type))
 	case socketmode.EventTypeDisconnect:
 		a.log.Info("slack: socket mode disconnect requested; reconnecting")
+		a.setDown("socket mode disconnected; reconnecting")
 	case socketmode.EventTypeInvalidAuth:
 		a.log.Error("slack: socket mode authentication failed (check SANDBOT_SLACK_APP_TOKEN)")
+		a.setDown("socket mode authentication failed (check SANDBOT_SLACK_APP_TOKEN)")
 	// Work is registered before the ack goes out (so WaitIdle after an ack
 	// sees it) but runs on its own goroutine: the ack never waits for it.
 	case socketmode.EventTypeEventsAPI:

@@ -13,6 +13,7 @@ import (
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/internal/app"
 	"github.com/sandbot/sandbot/internal/botapp"
+	"github.com/sandbot/sandbot/internal/metrics"
 )
 
 func main() {
@@ -25,7 +26,8 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	cfg, log, c, err := app.Connect(ctx, config.RoleBot)
+	reg := metrics.NewRegistry()
+	cfg, log, c, err := app.Connect(ctx, config.RoleBot, reg)
 	if err != nil {
 		return err
 	}
@@ -35,10 +37,10 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer bot.Close()
-	stopHealth, err := app.ServeHealth(cfg.MetricsAddr, log)
+	health, err := app.ServeHealth(app.Health{Addr: cfg.MetricsAddr, Metrics: reg, Ready: bot.Checks(c)}, log)
 	if err != nil {
 		return err
 	}
-	defer stopHealth()
+	defer health.Stop()
 	return bot.Run(ctx, os.Stdin, os.Stdout)
 }

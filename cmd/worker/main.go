@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/internal/app"
+	"github.com/sandbot/sandbot/internal/metrics"
 	"github.com/sandbot/sandbot/internal/workerapp"
 )
 
@@ -25,7 +26,8 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	cfg, log, c, err := app.Connect(ctx, config.RoleWorker)
+	reg := metrics.NewRegistry()
+	cfg, log, c, err := app.Connect(ctx, config.RoleWorker, reg)
 	if err != nil {
 		return err
 	}
@@ -39,11 +41,11 @@ func run(ctx context.Context) error {
 	}
 	defer w.Stop()
 	fmt.Print(w.Describe())
-	stopHealth, err := app.ServeHealth(cfg.MetricsAddr, log)
+	health, err := app.ServeHealth(app.Health{Addr: cfg.MetricsAddr, Metrics: reg, Ready: w.Checks()}, log)
 	if err != nil {
 		return err
 	}
-	defer stopHealth()
+	defer health.Stop()
 	<-ctx.Done()
 	log.Info("shutting down")
 	return nil

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 
 	"github.com/sandbot/sandbot/config"
@@ -15,9 +16,10 @@ import (
 )
 
 // Connect is the shared start of cmd/worker and cmd/bot: load and validate
-// the configuration for role, set up logging, and dial Temporal. The caller
-// closes the client.
-func Connect(ctx context.Context, role config.Role) (*config.Config, *slog.Logger, client.Client, error) {
+// the configuration for role, set up logging, and dial Temporal. The
+// client's SDK metrics are collected on reg (nil: none). The caller closes
+// the client.
+func Connect(ctx context.Context, role config.Role, reg prometheus.Registerer) (*config.Config, *slog.Logger, client.Client, error) {
 	cfg := config.Load()
 	if err := cfg.Validate(role); err != nil {
 		return nil, nil, nil, fmt.Errorf("invalid configuration:\n%w", err)
@@ -28,6 +30,11 @@ func Connect(ctx context.Context, role config.Role) (*config.Config, *slog.Logge
 		return nil, nil, nil, err
 	}
 	opts.Logger = logging.Temporal(log.With("component", "temporal"))
+	if reg != nil {
+		if opts.MetricsHandler, err = TemporalMetrics(reg, log); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("connect to Temporal at %s (SANDBOT_TEMPORAL_ADDRESS): %w", cfg.Temporal.Address, err)

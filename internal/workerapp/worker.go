@@ -47,6 +47,8 @@ type Worker struct {
 	backends   []sandbox.Backend
 	cancel     context.CancelFunc
 	client     client.Client
+	namespace  string
+	taskQueue  string
 	log        *slog.Logger
 }
 
@@ -91,7 +93,8 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 	if err != nil {
 		return nil, fmt.Errorf("worker: snapshot store %s: %w", cfg.Sandbox.SnapshotURL, err)
 	}
-	w := &Worker{HostQueue: session.HostQueue(cfg.Temporal.TaskQueue, cfg.Sandbox.HostID), Unavailable: map[string]string{}, store: store, client: c, log: log}
+	w := &Worker{HostQueue: session.HostQueue(cfg.Temporal.TaskQueue, cfg.Sandbox.HostID), Unavailable: map[string]string{}, store: store, client: c,
+		namespace: cfg.Temporal.Namespace, taskQueue: cfg.Temporal.TaskQueue, log: log}
 	if cfg.Sandbox.SingleHost {
 		// One worker holds every sandbox, so its session queue is also its
 		// host queue, and sandbox activities are dispatched eagerly to the
@@ -166,6 +169,7 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 	if w.deployment != "" {
 		go w.runSweeper(sctx, SweepEvery)
 	}
+	go w.runSessionCounter(sctx, SessionsEvery)
 	log.Info("worker started", "task_queue", cfg.Temporal.TaskQueue, "host_queue", w.HostQueue,
 		"backends", strings.Join(w.Served, ","), "model", cfg.Model.Name)
 	for name, why := range w.Unavailable {

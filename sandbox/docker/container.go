@@ -203,6 +203,19 @@ func (b *Backend) unavailable(op string, err error) error {
 	}
 }
 
+// Check implements sandbox.Checker: the daemon answers, and the image is
+// on the host or may be pulled.
+func (b *Backend) Check(ctx context.Context) error {
+	_, err := b.cli.ImageInspect(ctx, b.opts.Image)
+	switch {
+	case err == nil, cerrdefs.IsNotFound(err) && b.opts.PullMissing:
+		return nil
+	case cerrdefs.IsNotFound(err):
+		return fmt.Errorf("docker: image %q is not on the host and pulls are disabled", b.opts.Image)
+	}
+	return fmt.Errorf("docker: daemon at %s: %w", b.cli.DaemonHost(), err)
+}
+
 // ensureImage checks that the image is on the host, pulling it only when
 // allowed. Its errors are meant for the user: the session stays usable on
 // another backend.

@@ -176,6 +176,7 @@ var (
 	_ sandbox.Backend       = (*Backend)(nil)
 	_ sandbox.Suspender     = (*Backend)(nil)
 	_ sandbox.Fingerprinter = (*Backend)(nil)
+	_ sandbox.Checker       = (*Backend)(nil)
 	_ sandbox.HostBound     = (*Backend)(nil)
 )
 
