@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandbot/sandbot/internal/metrics"
 	"github.com/sandbot/sandbot/sandbox"
 	"github.com/sandbot/sandbot/session"
 	openai "github.com/sashabaranov/go-openai"
@@ -101,6 +102,7 @@ func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelRes
 	}
 
 	var resp ModelResponse
+	start := time.Now()
 	if a.cfg.Stream {
 		resp, err = a.stream(callCtx, chatReq)
 	} else {
@@ -111,11 +113,15 @@ func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelRes
 			err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 		}
 		delay, shouldRetry := hint.get()
-		return ModelResponse{}, Classify(&callError{
+		err = Classify(&callError{
 			err: fmt.Errorf("agent: complete: %w", err), model: a.cfg.Model, baseURL: a.cfg.BaseURL,
 			apiKey: a.cfg.APIKey, timeout: a.cfg.RequestTimeout, retryAfter: delay, shouldRetry: shouldRetry,
 		})
+		metrics.ModelCall(errorClass(err), time.Since(start))
+		return ModelResponse{}, err
 	}
+	metrics.ModelCall(metrics.ModelOK, time.Since(start))
+	metrics.ModelTokens(resp.Usage.PromptTokens, resp.Usage.CompletionTokens)
 	if req.DisableTools {
 		// Some servers call tools even when none are offered; the caller
 		// asked for a plain answer and will not run them.

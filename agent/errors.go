@@ -51,6 +51,27 @@ const (
 	ErrTypeModelBadResponse = "ModelBadResponse"
 )
 
+// modelErrorTypes are the error classes a model call can end with; they
+// label sandbot_model_calls_total.
+var modelErrorTypes = map[string]bool{
+	ErrTypeModelAuth: true, ErrTypeModelNotFound: true, ErrTypeModelBadRequest: true,
+	ErrTypeModelContextTooLong: true, ErrTypeModelQuota: true, ErrTypeModelRateLimited: true,
+	ErrTypeModelUnavailable: true, ErrTypeModelTimeout: true, ErrTypeModelBadResponse: true,
+}
+
+// errorClass names a classified model-call error for metrics: its
+// ApplicationError type, "canceled", or "other" (never an unbounded text).
+func errorClass(err error) string {
+	var appErr *temporal.ApplicationError
+	switch {
+	case errors.As(err, &appErr) && modelErrorTypes[appErr.Type()]:
+		return appErr.Type()
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return "other"
+}
+
 // MaxRetryDelay caps a server-requested retry delay, so a far-future
 // Retry-After cannot park a turn for hours without anyone noticing.
 const MaxRetryDelay = 10 * time.Minute

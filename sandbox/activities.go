@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sandbot/sandbot/internal/metrics"
 	"github.com/sandbot/sandbot/session"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -255,7 +256,7 @@ func (a *Activities) restore(ctx context.Context, b Backend, h Handle, key strin
 // Snapshot writes the workspace to req.Key unless its fingerprint still
 // equals req.PrevFingerprint. The archive streams from the backend into
 // the store through a pipe; nothing holds the whole workspace in memory.
-func (a *Activities) Snapshot(ctx context.Context, req SnapshotRequest) (_ SnapshotResult, err error) {
+func (a *Activities) Snapshot(ctx context.Context, req SnapshotRequest) (res SnapshotResult, err error) {
 	defer func() { err = RedactError(a.Redactor, err) }()
 	if err := CheckKey(req.Key); err != nil {
 		return SnapshotResult{}, badRequest("sandbox: snapshot: %v", err)
@@ -267,6 +268,8 @@ func (a *Activities) Snapshot(ctx context.Context, req SnapshotRequest) (_ Snaps
 	if err != nil {
 		return SnapshotResult{}, err
 	}
+	start := time.Now()
+	defer func() { countSnapshot(req.Handle.Backend, res, err, time.Since(start)) }()
 	stop := heartbeatWhileRunning(ctx, nil)
 	defer stop()
 
@@ -284,6 +287,22 @@ func (a *Activities) Snapshot(ctx context.Context, req SnapshotRequest) (_ Snaps
 		return SnapshotResult{}, err
 	}
 	return SnapshotResult{Written: true, Key: req.Key, Fingerprint: fp, Bytes: n}, nil
+}
+
+// countSnapshot counts a snapshot activity's outcome: written (with its
+// stored size and duration), unchanged, or the error's type.
+func countSnapshot(backend string, res SnapshotResult, err error, d time.Duration) {
+	outcome := metrics.SnapshotUnchanged
+	var appErr *temporal.ApplicationError
+	switch {
+	case errors.As(err, &appErr) && (appErr.Type() == ErrTypeWorkspaceOverQuota || appErr.Type() == ErrTypeSnapshotTooLarge):
+		outcome = appErr.Type()
+	case err != nil:
+		outcome = metrics.SnapshotError
+	case res.Written:
+		outcome = metrics.SnapshotWritten
+	}
+	metrics.Snapshot(backend, outcome, res.Bytes, d)
 }
 
 // export streams the workspace from the backend through the compressor

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbot/sandbot/internal/metrics"
 	"github.com/sandbot/sandbot/session"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
@@ -189,7 +190,9 @@ func (a *Activities) Exec(ctx context.Context, req ExecRequest) (ExecResult, err
 		}
 		prog.start(i)
 		activity.RecordHeartbeat(ctx, prog.details())
+		start := time.Now()
 		res, err := b.Exec(ctx, req.Handle, Cmd{Command: command, Timeout: timeout, OutputCap: limit})
+		metrics.ExecCommand(req.Handle.Backend, execOutcome(ctx, res, err), time.Since(start))
 		cr := CommandResult{Command: command, Result: res}
 		if err != nil {
 			switch {
@@ -218,6 +221,21 @@ func (a *Activities) Exec(ctx context.Context, req ExecRequest) (ExecResult, err
 		return out, fmt.Errorf("sandbox: exec: %w", err)
 	}
 	return out, nil
+}
+
+// execOutcome is a command's outcome for metrics.
+func execOutcome(ctx context.Context, res Result, err error) string {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return metrics.ExecCanceled
+	case err != nil:
+		return metrics.ExecError
+	case res.TimedOut:
+		return metrics.ExecTimedOut
+	case res.ExitCode != 0:
+		return metrics.ExecNonZero
+	}
+	return metrics.ExecOK
 }
 
 // progress is ExecProgress shared between the command loop and the
