@@ -1,0 +1,82 @@
+// Package cluster runs sandbot end to end in its production shape, built
+// from parts this machine can build without any image registry: the real
+// Temporal server (go.temporal.io/server) on a real PostgreSQL (Debian's
+// packages, a throwaway instance per cluster, internal/pgtest), an
+// S3-compatible store speaking the real protocol (gofakes3 on loopback,
+// reached through the AWS SDK as the workers use it), worker hosts that are
+// separate cmd/worker processes with their own host IDs, workspace roots and
+// loopback addresses, and two bot replicas on the Slack fake.
+//
+// See docs/TESTING.md for what it covers and what it does not.
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandbot/sandbot/internal/pgtest"
+)
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(serveEnv); spec != "" {
+		serve(spec) // a server child: never returns
+	}
+	code := m.Run()
+	shared.mu.Lock()
+	if shared.c != nil {
+		if code != 0 {
+			fmt.Fprintf(os.Stderr, "--- the shared Temporal server's log ends with:\n%s\n", shared.c.LogTail(4000))
+		}
+		shared.c.Close()
+	}
+	if shared.dir != "" {
+		_ = os.RemoveAll(shared.dir)
+	}
+	shared.mu.Unlock()
+	os.Exit(code)
+}
+
+// waitTimeout bounds every wait for an event; tests wait for conditions,
+// never for durations.
+const waitTimeout = 2 * time.Minute
+
+// shared is the cluster the tests share (each in namespaces of its own);
+// the restart test makes its own.
+var shared struct {
+	mu   sync.Mutex
+	c    *tcluster
+	dir  string
+	err  error
+	done bool
+}
+
+// sharedCluster starts the shared cluster on first use.
+func sharedCluster(t testing.TB) *tcluster {
+	t.Helper()
+	pgtest.Require(t)
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if !shared.done {
+		shared.done = true
+		start := time.Now()
+		shared.dir, shared.err = os.MkdirTemp("", "sandbot-cluster-")
+		if shared.err == nil {
+			shared.c, shared.err = newCluster(shared.dir)
+		}
+		t.Logf("cluster (PostgreSQL, schema, Temporal server) up in %s", time.Since(start).Round(time.Millisecond))
+	}
+	if shared.err != nil {
+		t.Fatalf("cluster: %v", shared.err)
+	}
+	return shared.c
+}
+
+func testContext(t testing.TB) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}
