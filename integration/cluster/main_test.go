@@ -37,6 +37,7 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(shared.dir)
 	}
 	shared.mu.Unlock()
+	removeBuilds()
 	os.Exit(code)
 }
 
