@@ -279,6 +279,9 @@ func (c *Core) Resume(ctx context.Context, p Poster, platform string) error {
 	return nil
 }
 
+// scanCallTimeout bounds each turn-state query of a scan.
+const scanCallTimeout = 5 * time.Second
+
 // scanLoop is the state of one platform's periodic scan.
 type scanLoop struct {
 	mu sync.Mutex
@@ -302,7 +305,9 @@ func (c *Core) scan(ctx context.Context, p Poster, platform string) (started, li
 		if c.watchers.poke(s.WorkflowID) {
 			continue // watched here already
 		}
-		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+		// A session whose workers are all down cannot answer; it must not
+		// hold up the scan of the others for long.
+		cctx, cancel := context.WithTimeout(ctx, min(c.cfg.CallTimeout, scanCallTimeout))
 		ts, err := c.s.TurnState(cctx, s.WorkflowID)
 		cancel()
 		if err != nil {

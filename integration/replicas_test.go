@@ -54,9 +54,10 @@ func (p *replicaPoster) hangOnText(s string) {
 }
 
 // startReplicas starts n bots on the stack's cluster, each scanning for
-// sessions that need a bot (Resume), with a short watch lease so a
-// takeover takes seconds.
-func startReplicas(t *testing.T, e *threadEnv, n int) []*replica {
+// sessions of platform that need a bot (Resume), with a short watch lease
+// so a takeover takes seconds. A platform of the test's own keeps the
+// scans away from other tests' sessions, whose workers are gone.
+func startReplicas(t *testing.T, e *threadEnv, n int, platform string) []*replica {
 	t.Helper()
 	var rs []*replica
 	for i := range n {
@@ -68,7 +69,7 @@ func startReplicas(t *testing.T, e *threadEnv, n int) []*replica {
 		}
 		t.Cleanup(b.Close)
 		r := &replica{id: id, bot: b, p: &replicaPoster{Poster: e.p, hung: make(chan struct{})}}
-		if err := b.Core.Resume(e.ctx, r.p, "console"); err != nil {
+		if err := b.Core.Resume(e.ctx, r.p, platform); err != nil {
 			t.Fatal(err)
 		}
 		rs = append(rs, r)
@@ -112,8 +113,9 @@ func watchTakeover(t *testing.T, n int, stage string) {
 			c.Session.ApprovalMode = "never"
 		}
 	})
-	rs := startReplicas(t, e, n)
-	th := e.thread(fmt.Sprintf("takeover-%d-%s", n, stage))
+	platform := fmt.Sprintf("replicas-%d-%s", n, stage)
+	rs := startReplicas(t, e, n, platform)
+	th := chat.Thread{Platform: platform, Channel: e.channel, Thread: "takeover"}
 	answer := fmt.Sprintf("the answer after a takeover at %s with %d replicas", stage, n)
 	hold := make(chan struct{})
 	switch stage {
