@@ -7,9 +7,9 @@ import (
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/slack"
 	"github.com/sandbot/sandbot/chat/slack/slacktest"
+	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 	"github.com/sandbot/sandbot/internal/metrics"
 	"github.com/sandbot/sandbot/internal/metrics/metricstest"
-	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 )
 
 // The adapter reports whether it is connected (for /readyz), and counts its

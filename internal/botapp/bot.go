@@ -109,7 +109,9 @@ func New(ctx context.Context, c client.Client, cfg *config.Config, opts Options,
 	if opts.Settings != nil {
 		opts.Settings(&settings)
 	}
-	sessions := chat.NewTemporalSessions(c, chat.TemporalOptions{TaskQueue: cfg.Temporal.TaskQueue, Indexed: indexed, DecisionKey: []byte(cfg.DecisionKey)})
+	// Turns, tool calls and approvals are counted from what the core reads
+	// and decides (see chat.MeterSessions).
+	sessions := chat.MeterSessions(chat.NewTemporalSessions(c, chat.TemporalOptions{TaskQueue: cfg.Temporal.TaskQueue, Indexed: indexed, DecisionKey: []byte(cfg.DecisionKey)}))
 	b.Core = chat.NewCore(chat.CoreConfig{
 		Start:          chat.StartDefaults{Settings: settings, Backend: cfg.Sandbox.Default},
 		TemporalUIBase: cfg.Temporal.WebURL,
