@@ -13,16 +13,6 @@ port=${POSTGRES_PORT:-5432}
 user=${POSTGRES_USER:-temporal}
 schema=/etc/temporal/schema/postgresql/v12
 
-tries=0
-until nc -z -w 5 "$host" "$port"; do
-	tries=$((tries + 1))
-	if [ "$tries" -ge 30 ]; then
-		echo "setup-schema: PostgreSQL at $host:$port does not answer" >&2
-		exit 1
-	fi
-	sleep 2
-done
-
 # sql DB ARGS... runs temporal-sql-tool on database DB (the password comes
 # from SQL_PASSWORD, not the command line).
 sql() {
@@ -30,6 +20,18 @@ sql() {
 	shift
 	temporal-sql-tool --plugin postgres12 --ep "$host" -p "$port" -u "$user" --db "$db" "$@"
 }
+
+# PostgreSQL is healthy before this job starts (depends_on); still, give a
+# server that is restarting a minute.
+tries=0
+until sql temporal create; do
+	tries=$((tries + 1))
+	if [ "$tries" -ge 30 ]; then
+		echo "setup-schema: cannot create the database temporal on $host:$port" >&2
+		exit 1
+	fi
+	sleep 2
+done
 
 for pair in temporal:temporal temporal_visibility:visibility; do
 	db=${pair%%:*}
