@@ -104,16 +104,18 @@ func TestComposeNeedsSecrets(t *testing.T) {
 	for _, c := range composes(t) {
 		t.Run(c.String(), func(t *testing.T) {
 			for name := range secrets {
-				env := maps.Clone(secrets)
-				delete(env, name)
-				out, err := c.config(t, []string{"docker-compose.yml"}, env)
-				if err == nil {
-					t.Errorf("config succeeds without %s", name)
-					continue
-				}
-				if !strings.Contains(out, name) {
-					t.Errorf("config without %s fails without naming it:\n%s", name, out)
-				}
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					env := maps.Clone(secrets)
+					delete(env, name)
+					out, err := c.config(t, []string{"docker-compose.yml"}, env)
+					if err == nil {
+						t.Fatalf("config succeeds without %s", name)
+					}
+					if !strings.Contains(out, name) {
+						t.Errorf("config without %s fails without naming it:\n%s", name, out)
+					}
+				})
 			}
 		})
 	}
@@ -793,19 +795,41 @@ func (c compose) config(t *testing.T, files []string, env map[string]string, fla
 	}
 }
 
-// load validates files with Compose and parses the normalized result.
+// load validates files with Compose and parses the normalized result. The
+// results are shared by the tests (each Compose run costs about a second).
 func load(t *testing.T, c compose, files []string, flags ...string) project {
 	t.Helper()
-	out, err := c.config(t, files, secrets, flags...)
-	if err != nil {
-		t.Fatalf("%s config %v: %v\n%s", c, files, err, out)
+	key := strings.Join(append(append([]string{c.String()}, files...), flags...), " ")
+	loadMu.Lock()
+	l, ok := loaded[key]
+	if !ok {
+		l = &loadResult{}
+		loaded[key] = l
 	}
-	var p project
-	if err := yaml.Unmarshal([]byte(out), &p); err != nil {
-		t.Fatalf("%s config %v: output is not the expected YAML: %v\n%s", c, files, err, out)
+	loadMu.Unlock()
+	l.once.Do(func() {
+		l.out, l.err = c.config(t, files, secrets, flags...)
+		if l.err == nil {
+			l.err = yaml.Unmarshal([]byte(l.out), &l.p)
+		}
+	})
+	if l.err != nil {
+		t.Fatalf("%s config %v %v: %v\n%s", c, files, flags, l.err, l.out)
 	}
-	return p
+	return l.p
 }
+
+type loadResult struct {
+	once sync.Once
+	p    project
+	out  string
+	err  error
+}
+
+var (
+	loadMu sync.Mutex
+	loaded = map[string]*loadResult{}
+)
 
 func checkEqual(t *testing.T, what string, a, b any) {
 	t.Helper()
