@@ -76,6 +76,25 @@ func sharedCluster(t testing.TB) *tcluster {
 	return shared.c
 }
 
+// ownCluster starts a cluster for one test, closed when it ends.
+func ownCluster(t testing.TB) *tcluster {
+	t.Helper()
+	pgtest.Require(t)
+	start := time.Now()
+	c, err := newCluster(t.TempDir())
+	if err != nil {
+		t.Fatalf("cluster: %v", err)
+	}
+	t.Logf("own cluster up in %s", time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- the Temporal server's log ends with:\n%s", c.LogTail(4000))
+		}
+		c.Close()
+	})
+	return c
+}
+
 func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
