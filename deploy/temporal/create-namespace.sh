@@ -12,6 +12,14 @@ address=${TEMPORAL_ADDRESS:-temporal:7233}
 namespace=${NAMESPACE:-default}
 retention=${RETENTION:-720h}
 
+# Temporal's own compose scripts dial the frontend's IPv4 address rather
+# than its name (the CLI has been seen to fail on the name inside compose);
+# do the same where the name resolves.
+host=${address%:*}
+port=${address##*:}
+ip=$(getent ahosts "$host" 2>/dev/null | awk '$2 == "STREAM" && $1 ~ /^[0-9.]+$/ { print $1; exit }') || true
+[ -n "$ip" ] && address=$ip:$port
+
 tries=0
 until temporal operator cluster health --address "$address" >/dev/null 2>&1; do
 	tries=$((tries + 1))
