@@ -251,6 +251,10 @@ func checkImage(t *testing.T, name string, s service, targets map[string]bool) {
 		t.Errorf("%s: image %s is not pinned to a version (tag %q)", name, repo, tag)
 	case s.Build != nil && !targets[s.Build.Target]:
 		t.Errorf("%s: builds target %q, which deploy/Dockerfile lacks (it has %v)", name, s.Build.Target, targets)
+	case s.Build != nil && s.PullPolicy != "build":
+		// Otherwise `docker compose pull` (or up) would fetch whatever a
+		// registry serves under that name, with the deployment's secrets.
+		t.Errorf("%s: built here but pull_policy is %q; want build", name, s.PullPolicy)
 	}
 }
 
@@ -603,8 +607,9 @@ type project struct {
 }
 
 type service struct {
-	Image string `yaml:"image"`
-	Build *struct {
+	Image      string `yaml:"image"`
+	PullPolicy string `yaml:"pull_policy"`
+	Build      *struct {
 		Context    string `yaml:"context"`
 		Dockerfile string `yaml:"dockerfile"`
 		Target     string `yaml:"target"`
