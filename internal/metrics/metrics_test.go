@@ -1,6 +1,8 @@
 package metrics_test
 
 import (
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,19 +16,7 @@ import (
 // Every sandbot metric is named sandbot_*, and none is labelled with an
 // identifier (session, thread, user, call): cardinality stays bounded.
 func TestNamesAndLabelsAreBounded(t *testing.T) {
-	// Touch every vector once so each has a series to inspect.
-	metrics.TurnEnded(metrics.TurnComplete)
-	metrics.ToolCallEnded("completed")
-	metrics.ApprovalDecided("approve", time.Second)
-	metrics.ModelCall(metrics.ModelOK, time.Second)
-	metrics.ModelTokens(1, 1)
-	metrics.ExecCommand("local", metrics.ExecOK, time.Millisecond)
-	metrics.Snapshot("local", metrics.SnapshotWritten, 10, time.Millisecond)
-	metrics.ChatCall("slack", "chat.update", true)
-	metrics.ChatRateLimited("slack", time.Second)
-	metrics.ChatWaited("slack", metrics.WaitPace, time.Millisecond)
-	metrics.SetSessions(1, 0)
-
+	touchAll()
 	fams := metricstest.Gather(t, metrics.NewRegistry())
 	banned := []string{"session", "thread", "user", "call_id", "workflow", "channel", "id"}
 	n := 0
@@ -68,4 +58,45 @@ func TestRegisterTwice(t *testing.T) {
 	if got := metricstest.Gather(t, metrics.NewRegistry()).Value("sandbot_turns_total", "outcome", metrics.TurnFailed); got != before+1 {
 		t.Errorf("turns{failed} = %v, want %v", got, before+1)
 	}
+}
+
+// The README's table and the sample Grafana dashboard name only metrics
+// that exist.
+func TestDocumentedMetricsExist(t *testing.T) {
+	touchAll()
+	fams := metricstest.Gather(t, metrics.NewRegistry())
+	name := regexp.MustCompile(`\bsandbot_[a-z_]*[a-z]\b`)
+	for _, file := range []string{"../../README.md", "../../deploy/grafana/sandbot.json", "../../docs/ARCHITECTURE.md"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range name.FindAllString(string(b), -1) {
+			base := n
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if _, ok := fams[base]; !ok {
+					base = strings.TrimSuffix(base, suffix)
+				}
+			}
+			if _, ok := fams[base]; !ok {
+				t.Errorf("%s names %s, which is not a sandbot metric", file, n)
+			}
+		}
+	}
+}
+
+// touchAll counts once into every vector, so each has a series to gather.
+func touchAll() {
+	metrics.TurnEnded(metrics.TurnComplete)
+	metrics.ToolCallEnded("completed")
+	metrics.ApprovalDecided("approve", time.Second)
+	metrics.ModelCall(metrics.ModelOK, time.Second)
+	metrics.ModelTokens(1, 1)
+	metrics.ExecCommand("local", metrics.ExecOK, time.Millisecond)
+	metrics.Snapshot("local", metrics.SnapshotWritten, 10, time.Millisecond)
+	metrics.ChatCall("slack", "chat.update", true)
+	metrics.ChatRateLimited("slack", time.Second)
+	metrics.ChatWaited("slack", metrics.WaitPace, time.Millisecond)
+	metrics.SetSessions(1, 0)
+
 }
