@@ -147,6 +147,9 @@ func (w *watcher) run(ctx context.Context, want int, release func(w *watcher, la
 	}
 }
 
+// releaseTimeout bounds giving a lease up at shutdown.
+const releaseTimeout = 2 * time.Second
+
 // hold reports whether this replica holds the session's watch lease,
 // claiming or renewing it as due. Only the holder renders and posts; the
 // others stand by. When the session cannot be asked, a lease still running
@@ -186,14 +189,15 @@ func (w *watcher) hold(ctx context.Context) bool {
 	return true
 }
 
-// releaseLease gives the lease up when the watcher ends on its own, so
-// another replica need not wait for it to run out. A watcher stopped by
-// the core's close (or a dead process) releases nothing: its lease runs out.
+// releaseLease gives the lease up when the watcher ends, on its own or by
+// the core's close (a bot shutting down), so another replica — or this
+// bot's next start — need not wait for it to run out. Only a process that
+// dies, or loses its connection, leaves its lease to run out.
 func (w *watcher) releaseLease(ctx context.Context) {
-	if !w.held || w.legacy || ctx.Err() != nil {
+	if !w.held || w.legacy {
 		return
 	}
-	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(w.cfg.CallTimeout, releaseTimeout))
 	defer cancel()
 	if _, err := w.feed.ClaimWatch(cctx, w.id, session.ClaimWatchRequest{Claimer: w.cfg.ReplicaID, Release: true}); err != nil {
 		w.log.Warn("watcher: release watch lease", "err", err)

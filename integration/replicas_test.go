@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	tclient "go.temporal.io/sdk/client"
+
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/internal/botapp"
@@ -22,6 +24,14 @@ type replica struct {
 	id  string
 	bot *botapp.Bot
 	p   *replicaPoster
+	c   tclient.Client // its own connection to the cluster
+}
+
+// kill makes the replica die: its connection to the cluster goes first, so
+// it can neither renew nor give up its watch lease, then its watchers stop.
+func (r *replica) kill() {
+	r.c.Close()
+	r.bot.Close()
 }
 
 // replicaPoster is one replica's connection to the shared chat (the
@@ -62,13 +72,18 @@ func startReplicas(t *testing.T, e *threadEnv, n int, platform string) []*replic
 	var rs []*replica
 	for i := range n {
 		id := fmt.Sprintf("replica-%d", i+1)
-		b, err := botapp.New(e.ctx, e.c, e.cfg, botapp.Options{Settings: settingsHook, ReplicaID: id,
+		c, err := srv.NewClient(e.ctx, tclient.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		b, err := botapp.New(e.ctx, c, e.cfg, botapp.Options{Settings: settingsHook, ReplicaID: id,
 			WatchLease: 2 * time.Second, ScanEvery: 200 * time.Millisecond, PollMax: 200 * time.Millisecond}, e.log)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(b.Close)
-		r := &replica{id: id, bot: b, p: &replicaPoster{Poster: e.p, hung: make(chan struct{})}}
+		r := &replica{id: id, bot: b, c: c, p: &replicaPoster{Poster: e.p, hung: make(chan struct{})}}
 		if err := b.Core.Resume(e.ctx, r.p, platform); err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +196,7 @@ func watchTakeover(t *testing.T, n int, stage string) {
 			}
 		}
 	}
-	owner.bot.Close() // dies: its lease and its claim are left to run out
+	owner.kill() // its lease and its claim are left to run out
 
 	switch stage {
 	case "thinking":
