@@ -13,6 +13,7 @@ import (
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	"github.com/sandbot/sandbot/internal/metrics"
 	"github.com/sandbot/sandbot/internal/metrics/metricstest"
+	"github.com/sandbot/sandbot/internal/workerapp"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -91,6 +92,15 @@ func TestMetricsMoveAfterATurn(t *testing.T) {
 	)
 	if d := after.Sum("sandbot_snapshot_stored_bytes", "backend", "local") - before.Sum("sandbot_snapshot_stored_bytes", "backend", "local"); d <= 0 {
 		t.Errorf("no snapshot bytes counted (%v)", d)
+	}
+
+	// The session gauges count this stack's running session (the worker
+	// refreshes them every 30 s; here they are refreshed at once).
+	if err := workerapp.CountSessions(e.ctx, e.c, e.cfg.Temporal.Namespace, e.cfg.Temporal.TaskQueue); err != nil {
+		t.Fatalf("count sessions: %v", err)
+	}
+	if got := metricstest.Scrape(t, base+"/metrics"); got.Value("sandbot_sessions", "state", "running") != 1 || got.Value("sandbot_sessions", "state", "turn_active") != 0 {
+		t.Errorf("sandbot_sessions: running %v, turn_active %v; want 1 and 0", got.Value("sandbot_sessions", "state", "running"), got.Value("sandbot_sessions", "state", "turn_active"))
 	}
 
 	// Turn 2 writes, so it asks; the click goes through the core.
