@@ -3,6 +3,8 @@ package chat
 import (
 	"context"
 	"sync"
+
+	"github.com/sandbot/sandbot/internal/metrics"
 )
 
 // watchers keeps at most one watcher per session and runs each on its own
@@ -51,6 +53,8 @@ func (ws *watchers) watch(p Poster, th Thread, turn int, fresh bool) {
 	go func() {
 		defer ws.wg.Done()
 		defer close(w.done)
+		metrics.WatchersActive.Inc()
+		defer metrics.WatchersActive.Dec()
 		w.run(ws.ctx, turn, ws.release)
 	}()
 }

@@ -232,8 +232,16 @@ func TestWatcherFinalNotRepostedAfterRestart(t *testing.T) {
 	half.StatusRef = "m1"
 	sum := chat.SessionSummary{WorkflowID: testThread.ID(), Location: testThread, Running: true}
 	f2 := &chattest.Sessions{
-		ListFn:      func(chat.ListFilter) ([]chat.SessionSummary, error) { return []chat.SessionSummary{sum}, nil },
-		TurnStateFn: (&script{states: []session.TurnState{half}}).next,
+		ListFn: func(chat.ListFilter) ([]chat.SessionSummary, error) { return []chat.SessionSummary{sum}, nil },
+	}
+	// Like the workflow, the turn state shows the answer's ref once it is
+	// recorded, so the core's later scans find nothing left to do.
+	f2.TurnStateFn = func(string) (session.TurnState, error) {
+		ts := half
+		if f2.Count("chat_ref final") > 0 {
+			ts.FinalRef = "t1"
+		}
+		return ts, nil
 	}
 	c2 := newTestCore(t, f2, clock, nil)
 	p2 := &recPoster{clock: clock}
