@@ -62,6 +62,12 @@ func TestClusterTurn(t *testing.T) {
 	if n := w.posts(th, answer); n != 1 {
 		t.Fatalf("the answer was posted %d times, want once; thread:\n%s", n, w.describe())
 	}
+	// The session is in the cluster's PostgreSQL visibility store.
+	c := w.c
+	n, err := c.pg.SQL("temporal_visibility", "SELECT count(*) FROM executions_visibility WHERE workflow_id = '"+th.ID()+"'")
+	if err != nil || strings.TrimSpace(n) != "1" {
+		t.Fatalf("the session in PostgreSQL's executions_visibility: %q, %v", n, err)
+	}
 	// The workspace went to the bucket as the turn's snapshot.
 	key := sandbox.SnapshotKey(th.ID(), 1)
 	if keys := w.s3.Keys(t, w.bucket, "sessions/"); !contains(keys, key) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
@@ -37,9 +38,28 @@ func Connect(ctx context.Context, role config.Role, reg prometheus.Registerer) (
 	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("connect to Temporal at %s (SANDBOT_TEMPORAL_ADDRESS): %w", cfg.Temporal.Address, err)
+		return nil, nil, nil, fmt.Errorf("connect to Temporal at %s (SANDBOT_TEMPORAL_ADDRESS%s): %w", cfg.Temporal.Address, tlsSettings(cfg.Temporal), err)
 	}
 	return cfg, log, c, nil
+}
+
+// tlsSettings names the set variables that make the connection use TLS or
+// credentials, for a connection error: a TLS handshake with a plaintext
+// server, or a refused key, is their doing, not the address's.
+func tlsSettings(t config.Temporal) string {
+	var set []string
+	for _, v := range []struct{ name, value string }{
+		{"SANDBOT_TEMPORAL_API_KEY", t.APIKey}, {"SANDBOT_TEMPORAL_TLS_CA", t.TLSCA},
+		{"SANDBOT_TEMPORAL_TLS_CERT", t.TLSCert}, {"SANDBOT_TEMPORAL_TLS_SERVER_NAME", t.TLSServerName},
+	} {
+		if v.value != "" {
+			set = append(set, v.name)
+		}
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	return "; TLS and credentials from " + strings.Join(set, ", ")
 }
 
 // ClientOptions are the Temporal client options of the configured

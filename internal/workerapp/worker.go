@@ -93,6 +93,10 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 	if err != nil {
 		return nil, fmt.Errorf("worker: snapshot store %s: %w", cfg.Sandbox.SnapshotURL, err)
 	}
+	if err := store.Check(ctx); err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("worker: snapshot store (SANDBOT_SANDBOX_SNAPSHOT_URL): %w", err)
+	}
 	w := &Worker{HostQueue: session.HostQueue(cfg.Temporal.TaskQueue, cfg.Sandbox.HostID), Unavailable: map[string]string{}, store: store, client: c,
 		namespace: cfg.Temporal.Namespace, taskQueue: cfg.Temporal.TaskQueue, log: log}
 	if cfg.Sandbox.SingleHost {

@@ -80,6 +80,20 @@ func redact(u *url.URL) string {
 	return c.String()
 }
 
+// Check lists the store once, so that a bucket that does not exist, or
+// credentials that may not read it, show at start-up rather than at the
+// first snapshot.
+func (s *Store) Check(ctx context.Context) error {
+	ok, err := s.bucket.IsAccessible(ctx)
+	if err != nil {
+		return fmt.Errorf("blobstore: %s cannot be listed: %w", s.where, err)
+	}
+	if !ok {
+		return fmt.Errorf("blobstore: %s does not exist", s.where)
+	}
+	return nil
+}
+
 // Close releases the bucket.
 func (s *Store) Close() error { return s.bucket.Close() }
 

@@ -1,0 +1,91 @@
+package cluster
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBadConfiguration: a process given a wrong setting does not start,
+// and says which setting is wrong. The Temporal server with a database it
+// cannot use; cmd/worker and cmd/bot with a Temporal address where nothing
+// listens, with an API key (so TLS) against the cluster's plaintext
+// frontend, and the worker with a snapshot bucket that does not exist.
+func TestBadConfiguration(t *testing.T) {
+	t.Parallel()
+	c := sharedCluster(t)
+	w := newWorld(t, c, "badconfig")
+
+	t.Run("server-database", func(t *testing.T) {
+		for _, bad := range []struct{ name, edit, want string }{
+			{"wrong-password", "password", "password authentication failed"},
+			{"no-such-database", "database", "does not exist (3D000)"},
+		} {
+			spec := c.spec
+			ports, err := freePorts(5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec.Frontend, spec.FrontendHTTP, spec.History, spec.Matching, spec.Worker = ports[0], ports[1], ports[2], ports[3], ports[4]
+			u, _ := url.Parse(spec.DB)
+			if bad.edit == "password" {
+				u.User = url.UserPassword(u.User.Username(), "not-the-password")
+			} else {
+				u.Path = "/no_such_db"
+			}
+			spec.DB = u.String()
+			start := time.Now()
+			_, _, stderr, err := runServer(spec, t.TempDir(), &syncBuffer{})
+			if err == nil {
+				t.Fatalf("%s: the server started", bad.name)
+			}
+			// The server logs the driver's reason, then exits with an
+			// error naming the store (our wrapper adds which store).
+			msg := stderr.String()
+			redacted := redactURL(spec.DB)
+			pw, _ := u.User.Password()
+			if !strings.Contains(msg, bad.want) || !strings.Contains(msg, "persistence "+redacted) || strings.Contains(msg, pw) {
+				t.Fatalf("%s: the server's error should name the store %s (password hidden) and say %q:\n%s", bad.name, redacted, bad.want, msg)
+			}
+			t.Logf("%s: the server exited after %s: %s", bad.name, time.Since(start).Round(time.Millisecond), lastLines(msg, 1))
+		}
+	})
+
+	worker, bot := currentBinary(t, "cmd/worker"), currentBinary(t, "cmd/bot")
+	workerEnv := func() []string { return w.workerEnv("bad", t.TempDir(), listenAddr(t)) }
+	for _, bad := range []struct {
+		name, bin string
+		env       []string
+		want      []string
+	}{
+		{"worker-address", worker, append(workerEnv(), "SANDBOT_TEMPORAL_ADDRESS=127.0.0.1:1"),
+			[]string{"sandbot worker: connect to Temporal at 127.0.0.1:1 (SANDBOT_TEMPORAL_ADDRESS)", "connection refused"}},
+		{"bot-address", bot, append(w.botEnv(listenAddr(t)), "SANDBOT_TEMPORAL_ADDRESS=127.0.0.1:1"),
+			[]string{"sandbot bot: connect to Temporal at 127.0.0.1:1 (SANDBOT_TEMPORAL_ADDRESS)", "connection refused"}},
+		{"worker-api-key", worker, append(workerEnv(), "SANDBOT_TEMPORAL_API_KEY=not-this-clusters-key"),
+			[]string{"sandbot worker: connect to Temporal", "SANDBOT_TEMPORAL_API_KEY", "tls"}},
+		{"bot-api-key", bot, append(w.botEnv(listenAddr(t)), "SANDBOT_TEMPORAL_API_KEY=not-this-clusters-key"),
+			[]string{"sandbot bot: connect to Temporal", "SANDBOT_TEMPORAL_API_KEY", "tls"}},
+		{"worker-bucket", worker, append(workerEnv(), "SANDBOT_SANDBOX_SNAPSHOT_URL="+w.s3.URL("no-such-bucket")),
+			[]string{"sandbot worker: worker: snapshot store (SANDBOT_SANDBOX_SNAPSHOT_URL)", "s3://no-such-bucket", "does not exist"}},
+	} {
+		t.Run(bad.name, func(t *testing.T) {
+			start := time.Now()
+			p := startProc(t, bad.name, bad.bin, w.dir, bad.env)
+			if code := p.Wait(t, time.Minute); code == 0 {
+				t.Fatalf("exited 0; output:\n%s", p.Output())
+			}
+			out := p.Output()
+			for _, want := range bad.want {
+				if !strings.Contains(out, want) {
+					t.Fatalf("the start-up error should contain %q:\n%s", want, out)
+				}
+			}
+			if strings.Contains(out, "not-this-clusters-key") || strings.Contains(out, s3Secret) {
+				t.Fatalf("the start-up error shows a secret:\n%s", out)
+			}
+			t.Logf("exited after %s: %s", time.Since(start).Round(time.Millisecond), lastLines(out, 1))
+		})
+	}
+}
