@@ -442,9 +442,22 @@ func (c *tcluster) Start() error {
 	if c.proc != nil {
 		return errors.New("temporal server already running")
 	}
-	cmd, exited, _, err := runServer(c.spec, c.dir, c.log)
-	if err != nil {
-		return err
+	// The ports are fixed (clients reconnect to the same address), and a
+	// port can be taken while the server is down by another process's
+	// outgoing connection; that passes, so try again a few times.
+	var cmd *exec.Cmd
+	var exited chan struct{}
+	for attempt := 1; ; attempt++ {
+		var stderr *bytes.Buffer
+		var err error
+		cmd, exited, stderr, err = runServer(c.spec, c.dir, c.log)
+		if err == nil {
+			break
+		}
+		if attempt == 5 || stderr == nil || !strings.Contains(stderr.String(), "address already in use") {
+			return err
+		}
+		time.Sleep(time.Second)
 	}
 	c.proc, c.exited = cmd, exited
 	return nil
