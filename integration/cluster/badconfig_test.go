@@ -9,9 +9,12 @@ import (
 
 // TestBadConfiguration: a process given a wrong setting does not start,
 // and says which setting is wrong. The Temporal server with a database it
-// cannot use; cmd/worker and cmd/bot with a Temporal address where nothing
-// listens, with an API key (so TLS) against the cluster's plaintext
-// frontend, and the worker with a snapshot bucket that does not exist.
+// cannot use; cmd/worker and cmd/bot with credentials a frontend that
+// authenticates its callers refuses (a wrong API key, no client
+// certificate, a CA that did not sign the server's certificate), with a
+// Temporal address where nothing listens, with an API key (so TLS) against
+// the cluster's plaintext frontend, and the worker with a snapshot bucket
+// that does not exist.
 func TestBadConfiguration(t *testing.T) {
 	t.Parallel()
 	c := sharedCluster(t)
@@ -52,6 +55,8 @@ func TestBadConfiguration(t *testing.T) {
 		}
 	})
 
+	t.Run("credentials", func(t *testing.T) { badCredentials(t, w) })
+
 	worker, bot := currentBinary(t, "cmd/worker"), currentBinary(t, "cmd/bot")
 	workerEnv := func() []string { return w.workerEnv("bad", t.TempDir(), listenAddr(t)) }
 	for _, bad := range []struct {
@@ -70,22 +75,94 @@ func TestBadConfiguration(t *testing.T) {
 		{"worker-bucket", worker, append(workerEnv(), "SANDBOT_SANDBOX_SNAPSHOT_URL="+w.s3.URL("no-such-bucket")),
 			[]string{"sandbot worker: worker: snapshot store (SANDBOT_SANDBOX_SNAPSHOT_URL)", "s3://no-such-bucket", "does not exist"}},
 	} {
-		t.Run(bad.name, func(t *testing.T) {
-			start := time.Now()
-			p := startProc(t, bad.name, bad.bin, w.dir, bad.env)
-			if code := p.Wait(t, time.Minute); code == 0 {
-				t.Fatalf("exited 0; output:\n%s", p.Output())
+		t.Run(bad.name, func(t *testing.T) { expectStartFailure(t, w, bad.name, bad.bin, bad.env, bad.want...) })
+	}
+}
+
+// badCredentials runs the worker and the bot against a frontend that
+// requires a client certificate and an API key: with the right ones the
+// worker starts (so the server is not refusing everyone); with a wrong
+// key, without a certificate, or trusting the wrong CA, each exits naming
+// the settings.
+func badCredentials(t *testing.T, w *world) {
+	sec := startSecureServer(t, w.c, "secure")
+	ctx := testContext(t)
+	admin, err := sec.Dial(ctx, "default")
+	if err != nil {
+		t.Fatalf("dial %s with the right credentials: %v", sec, err)
+	}
+	defer admin.Close()
+	if err := createNamespace(ctx, admin, w.ns); err != nil {
+		t.Fatal(err)
+	}
+	worker, bot := currentBinary(t, "cmd/worker"), currentBinary(t, "cmd/bot")
+	// secured replaces the world's Temporal settings with the secure
+	// server's, edited by edit (name=value; an empty value unsets).
+	secured := func(env []string, edit ...string) []string {
+		var out []string
+		for _, kv := range env {
+			if !strings.HasPrefix(kv, "SANDBOT_TEMPORAL_ADDRESS=") {
+				out = append(out, kv)
 			}
-			out := p.Output()
-			for _, want := range bad.want {
-				if !strings.Contains(out, want) {
-					t.Fatalf("the start-up error should contain %q:\n%s", want, out)
+		}
+		for _, kv := range append(sec.env(), edit...) {
+			name, _, _ := strings.Cut(kv, "=")
+			kept := out[:0]
+			for _, x := range out {
+				if !strings.HasPrefix(x, name+"=") {
+					kept = append(kept, x)
 				}
 			}
-			if strings.Contains(out, "not-this-clusters-key") || strings.Contains(out, s3Secret) {
-				t.Fatalf("the start-up error shows a secret:\n%s", out)
+			out = kept
+			if !strings.HasSuffix(kv, "=") {
+				out = append(out, kv)
 			}
-			t.Logf("exited after %s: %s", time.Since(start).Round(time.Millisecond), lastLines(out, 1))
-		})
+		}
+		return out
 	}
+
+	good := startProc(t, "secure-worker", worker, w.dir, secured(w.workerEnv("secure", t.TempDir(), listenAddr(t))))
+	good.WaitReady(t, "sandbot worker: serving backends [local]", true)
+	good.Stop()
+
+	wrongCA := newPKI(t, t.TempDir()).CAFile
+	for _, bad := range []struct {
+		name, bin string
+		env       []string
+		want      []string
+	}{
+		{"worker-wrong-api-key", worker, secured(w.workerEnv("bad", t.TempDir(), listenAddr(t)), "SANDBOT_TEMPORAL_API_KEY=not-the-key-of-this-cluster"),
+			[]string{"sandbot worker: connect to Temporal", "SANDBOT_TEMPORAL_API_KEY", "Request unauthorized"}},
+		{"bot-wrong-api-key", bot, secured(w.botEnv(listenAddr(t)), "SANDBOT_TEMPORAL_API_KEY=not-the-key-of-this-cluster"),
+			[]string{"sandbot bot: connect to Temporal", "SANDBOT_TEMPORAL_API_KEY", "Request unauthorized"}},
+		{"worker-no-client-certificate", worker, secured(w.workerEnv("bad", t.TempDir(), listenAddr(t)), "SANDBOT_TEMPORAL_TLS_CERT=", "SANDBOT_TEMPORAL_TLS_KEY="),
+			[]string{"sandbot worker: connect to Temporal", "SANDBOT_TEMPORAL_TLS_CA", "certificate required"}},
+		{"bot-wrong-ca", bot, secured(w.botEnv(listenAddr(t)), "SANDBOT_TEMPORAL_TLS_CA="+wrongCA),
+			[]string{"sandbot bot: connect to Temporal", "SANDBOT_TEMPORAL_TLS_CA", "certificate signed by unknown authority"}},
+	} {
+		t.Run(bad.name, func(t *testing.T) { expectStartFailure(t, w, bad.name, bad.bin, bad.env, bad.want...) })
+	}
+}
+
+// expectStartFailure runs bin with env and requires it to exit non-zero
+// with output containing every one of want, and no secret.
+func expectStartFailure(t *testing.T, w *world, name, bin string, env []string, want ...string) {
+	t.Helper()
+	start := time.Now()
+	p := startProc(t, name, bin, w.dir, env)
+	if code := p.Wait(t, time.Minute); code == 0 {
+		t.Fatalf("exited 0; output:\n%s", p.Output())
+	}
+	out := p.Output()
+	for _, x := range want {
+		if !strings.Contains(out, x) {
+			t.Fatalf("the start-up error should contain %q:\n%s", x, out)
+		}
+	}
+	for _, secret := range []string{"not-the-key-of-this-cluster", "not-this-clusters-key", s3Secret, w.key} {
+		if strings.Contains(out, secret) {
+			t.Fatalf("the start-up error shows a secret:\n%s", out)
+		}
+	}
+	t.Logf("exited after %s: %s", time.Since(start).Round(time.Millisecond), lastLines(out, 1))
 }

@@ -69,6 +69,9 @@ type serverSpec struct {
 	DB, VisibilityDB                                  string
 	Frontend, FrontendHTTP, History, Matching, Worker int
 	Shards                                            int
+	// Secure, when set, makes the frontend authenticate its callers
+	// (secure_test.go).
+	Secure *secureSpec `json:",omitempty"`
 }
 
 func (s serverSpec) frontendAddr() string { return "127.0.0.1:" + strconv.Itoa(s.Frontend) }
@@ -142,6 +145,9 @@ func serverConfig(s serverSpec) (*config.Config, map[primitives.ServiceName]stat
 		}},
 		PublicClient: config.PublicClient{HostPort: front},
 	}
+	if s.Secure != nil {
+		s.Secure.applyTLS(cfg)
+	}
 	local := func(port int) static.Hosts { return static.SingleLocalHost("127.0.0.1:" + strconv.Itoa(port)) }
 	hosts := map[primitives.ServiceName]static.Hosts{
 		primitives.FrontendService: local(s.Frontend), primitives.HistoryService: local(s.History),
@@ -179,13 +185,17 @@ func serve(specPath string) {
 		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
 		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
 	}
+	authorizer, claims := authorization.NewNoopAuthorizer(), authorization.NewNoopClaimMapper()
+	if spec.Secure != nil {
+		authorizer, claims = authorization.NewDefaultAuthorizer(), keyClaims{key: spec.Secure.APIKey}
+	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(cfg),
 		temporal.ForServices(temporal.DefaultServices),
 		temporal.WithStaticHosts(hosts),
 		temporal.WithLogger(logger),
-		temporal.WithAuthorizer(authorization.NewNoopAuthorizer()),
-		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return authorization.NewNoopClaimMapper() }),
+		temporal.WithAuthorizer(authorizer),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claims }),
 		temporal.WithDynamicConfigClient(dc),
 	)
 	if err != nil {
@@ -529,7 +539,12 @@ func (c *tcluster) CreateNamespace(ctx context.Context, ns string) error {
 		return err
 	}
 	defer cl.Close()
-	_, err = cl.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+	return createNamespace(ctx, cl, ns)
+}
+
+// createNamespace registers ns through cl, as CreateNamespace.
+func createNamespace(ctx context.Context, cl client.Client, ns string) error {
+	_, err := cl.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
 		Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
 	})
 	var exists *serviceerror.NamespaceAlreadyExists
