@@ -74,8 +74,8 @@ func hasEnvEntry(env, needle []byte) bool {
 // obvious way in, a shell that writes its PID to cgroup.procs and execs
 // bwrap (joinShell), is slow: one more exec, and moving a process by PID
 // write-locks the kernel's cgroup_threadgroup_rwsem, which waits for an
-// RCU grace period (a millisecond or two on an idle host, 5 to 15 ms on a
-// loaded 2 vCPU one). The other joins take neither.
+// RCU grace period (together about 2 ms on an idle 2 vCPU host, 5 to 15 ms
+// on a loaded one). The other joins take neither.
 type cgroupJoin int
 
 const (
@@ -104,7 +104,7 @@ func (j cgroupJoin) String() string {
 
 // pidsCgroupBase finds the worker's own pids cgroup (v1 pids hierarchy or
 // v2 with the pids controller delegated) and checks that a child with a
-// pids.max can be made under it. v2 reports which hierarchy it is.
+// pids.max can be made under it; v2 reports a cgroup v2 hierarchy.
 func pidsCgroupBase() (base string, v2 bool, err error) {
 	data, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
