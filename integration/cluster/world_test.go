@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,9 +47,15 @@ type world struct {
 // The Slack users: alice starts sessions (so she may approve them).
 const alice = "U0ALICE"
 
-func newWorld(t *testing.T, c *tcluster, name string) *world {
+// worlds numbers the worlds of this test binary, so that a second run
+// (-count) gets new namespaces, buckets and session IDs on the same cluster.
+var worlds atomic.Int32
+
+func newWorld(t *testing.T, c *tcluster, base string) *world {
 	t.Helper()
 	ctx := testContext(t)
+	n := worlds.Add(1)
+	name := fmt.Sprintf("%s-%d", base, n)
 	if err := c.CreateNamespace(ctx, name); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +66,7 @@ func newWorld(t *testing.T, c *tcluster, name string) *world {
 	t.Cleanup(cl.Close)
 	w := &world{t: t, ctx: ctx, c: c, ns: name, queue: "sandbot", key: rand.Text() + rand.Text(), cl: cl,
 		model: fakeopenai.New(), s3: sharedS3(), bucket: "snapshots-" + name, dir: t.TempDir(),
-		team: "T" + strings.ToUpper(name), channel: "C" + strings.ToUpper(name)}
+		team: fmt.Sprintf("T%s%d", strings.ToUpper(base), n), channel: fmt.Sprintf("C%s%d", strings.ToUpper(base), n)}
 	t.Cleanup(w.model.Close)
 	w.s3.CreateBucket(t, w.bucket)
 	w.slack = fakeslack.New(fakeslack.Options{TeamID: w.team})
