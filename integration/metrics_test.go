@@ -96,11 +96,24 @@ func TestMetricsMoveAfterATurn(t *testing.T) {
 
 	// The session gauges count this stack's running session (the worker
 	// refreshes them every 30 s; here they are refreshed at once).
-	if err := workerapp.CountSessions(e.ctx, e.c, e.cfg.Temporal.Namespace, e.cfg.Temporal.TaskQueue); err != nil {
-		t.Fatalf("count sessions: %v", err)
-	}
-	if got := metricstest.Scrape(t, base+"/metrics"); got.Value("sandbot_sessions", "state", "running") != 1 || got.Value("sandbot_sessions", "state", "turn_active") != 0 {
-		t.Errorf("sandbot_sessions: running %v, turn_active %v; want 1 and 0", got.Value("sandbot_sessions", "state", "running"), got.Value("sandbot_sessions", "state", "turn_active"))
+	// A session counts as turn_active (SandbotActiveTurn) until its answer
+	// is posted, and visibility lags the workflow: wait for the post, then
+	// for the index.
+	e.waitState(th, "the answer posted", func(ts session.TurnState) bool { return ts.FinalRef != "" })
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		if err := workerapp.CountSessions(e.ctx, e.c, e.cfg.Temporal.Namespace, e.cfg.Temporal.TaskQueue); err != nil {
+			t.Fatalf("count sessions: %v", err)
+		}
+		got := metricstest.Scrape(t, base+"/metrics")
+		running, active := got.Value("sandbot_sessions", "state", "running"), got.Value("sandbot_sessions", "state", "turn_active")
+		if running == 1 && active == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbot_sessions: running %v, turn_active %v; want 1 and 0", running, active)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 
 	// Turn 2 writes, so it asks; the click goes through the core.
