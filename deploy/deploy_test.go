@@ -198,11 +198,23 @@ func checkProject(t *testing.T, p project) {
 	}
 	checkMount(t, p, "postgres", "postgres", "/var/lib/postgresql")
 	checkMount(t, p, "seaweedfs", "seaweedfs", "/data")
-	for _, name := range []string{"postgres", "seaweedfs", "temporal", "temporal-schema", "temporal-namespace"} {
+	for _, name := range []string{"postgres", "seaweedfs", "temporal", "temporal-schema"} {
 		for n := range p.Services[name].Networks {
 			if !p.Networks[n].Internal {
 				t.Errorf("%s is on network %s, which is not internal", name, n)
 			}
+		}
+	}
+	// A gRPC client on internal networks only cannot resolve the frontend's
+	// name in time (Docker's DNS forwards its TXT lookup nowhere), so every
+	// client of the frontend is on a network that leads out too.
+	for _, name := range []string{"temporal-namespace", "temporal-ui", "worker", "worker-docker", "bot"} {
+		out := false
+		for n := range p.Services[name].Networks {
+			out = out || !p.Networks[n].Internal
+		}
+		if !out {
+			t.Errorf("%s is on internal networks only: it cannot dial temporal:7233 by name", name)
 		}
 	}
 
