@@ -2,7 +2,8 @@
 // directory in a temporary directory, its own port on 127.0.0.1 and unix
 // socket, password authentication over TCP, and nothing shared with a
 // PostgreSQL the machine may already run. It uses the server binaries of
-// Debian's postgresql package (/usr/lib/postgresql/<version>/bin).
+// Debian's postgresql package (/usr/lib/postgresql/<version>/bin, the
+// newest version installed; PGTEST_BINDIR names another directory).
 //
 // PostgreSQL refuses to run as root, so when the test runs as root the
 // server runs as the "postgres" system user (Debian's package creates it;
