@@ -184,8 +184,8 @@ func (c *confinement) startIn(cmd *exec.Cmd, cg string) error {
 // startFromThreadIn starts cmd from a thread that is in cgroup v1 cg for
 // the moment of the fork, and returns the thread to base. A thread that
 // cannot go back is never reused: its goroutine ends locked, which ends
-// the thread, and the command (whose Pdeathsig names that thread) is
-// stopped first.
+// the thread (or parks it for good, if it is the main thread), and the
+// command (whose Pdeathsig names that thread) is stopped first.
 func startFromThreadIn(cmd *exec.Cmd, cg, base string) error {
 	errc := make(chan error, 1)
 	go func() {
