@@ -221,6 +221,9 @@ func New(opts Options) (*Backend, error) {
 			return nil, fmt.Errorf("local: new: %w", err)
 		}
 	}
+	if err := closeInheritedOnExec(); err != nil {
+		return nil, fmt.Errorf("local: new: close inherited descriptors on exec: %w", err)
+	}
 	if opts.Unconfined {
 		b.describe = "UNCONFINED: commands run as the worker's user (uid " + strconv.Itoa(os.Geteuid()) +
 			") and see the whole host: its files, processes and network"
