@@ -179,12 +179,19 @@ func TestForkLoopIsBounded(t *testing.T) {
 // thread stays there (a thread left in would count against the command's
 // limit and put every later child of the worker in that cgroup).
 func TestStartInPidsCgroup(t *testing.T) {
+	ci := os.Getenv("CI") == "true"
 	if os.Geteuid() != 0 {
-		t.Skip("only a root worker uses pids cgroups")
+		if ci {
+			t.Fatal("only a root worker uses pids cgroups, and CI runs as root (CI=true: this must run)")
+		}
+		t.Skip("only a root worker uses pids cgroups; with CI=true this fails instead")
 	}
 	base, v2, err := pidsCgroupBase()
 	if err != nil {
-		t.Skipf("no writable pids cgroup: %v", err)
+		if ci {
+			t.Fatalf("no writable pids cgroup: %v (CI=true: this must run)", err)
+		}
+		t.Skipf("no writable pids cgroup: %v; with CI=true this fails instead", err)
 	}
 	mount, key := "/sys/fs/cgroup/pids", ":pids:"
 	cheap := joinThread
