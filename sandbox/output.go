@@ -230,3 +230,23 @@ func (r *Result) FillOutput(stdout, stderr *OutputBuffer) {
 	r.Binary = out.Binary || errOut.Binary
 	r.Truncated = r.DroppedBytes > 0
 }
+
+// Skip counts n bytes of the stream that were never read, as a backend
+// does that fetches only the head and tail of a command's output from a
+// file in the sandbox: write the head, Skip what lies between, write the
+// tail. HeadTail gives the sizes to fetch.
+func (b *OutputBuffer) Skip(n int64) {
+	if n > 0 {
+		b.total += n
+	}
+}
+
+// HeadTail returns how many bytes of a stream's beginning and of its end a
+// buffer of this limit keeps: fetching that much of each is enough to
+// reproduce what the buffer would hold had it seen the whole stream.
+func HeadTail(limit int) (head, tail int) {
+	if limit <= 0 {
+		limit = DefaultOutputCap
+	}
+	return limit / 2, limit - limit/2
+}

@@ -142,6 +142,12 @@ type Checker interface {
 // missing. Callers show the wrapped message to the user.
 var ErrUnavailable = errors.New("sandbox backend unavailable")
 
+// ErrUnauthenticated is returned (wrapped) when a backend's provider
+// refuses its credentials. The message names the setting that holds them;
+// a worker does not start with a configured backend that fails this way,
+// since no later retry can succeed.
+var ErrUnauthenticated = errors.New("sandbox backend credentials refused")
+
 // ErrNotFound is returned (wrapped) when a handle names a sandbox that no
 // longer exists.
 var ErrNotFound = errors.New("sandbox not found")

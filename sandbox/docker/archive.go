@@ -5,22 +5,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
 	"strings"
-	"time"
 
 	"github.com/moby/moby/client"
 
 	"github.com/sandbot/sandbot/sandbox"
 )
-
-// keptMode is what a snapshot keeps of a mode: permission and sticky bits.
-// Set-user-ID and set-group-ID bits are dropped, as in the local backend.
-const keptMode = 0o1777
 
 // ioBuffer sizes the buffered reader and writer around archive streams.
 const ioBuffer = 1 << 20
@@ -46,7 +40,7 @@ func (b *Backend) Export(ctx context.Context, h sandbox.Handle, w io.Writer) err
 		prefix = res.Stat.Name + "/"
 	}
 	bw := bufio.NewWriterSize(w, ioBuffer)
-	if err := reroot(tar.NewReader(bufio.NewReaderSize(res.Content, ioBuffer)), tar.NewWriter(bw), prefix); err != nil {
+	if err := sandbox.RerootArchive(tar.NewReader(bufio.NewReaderSize(res.Content, ioBuffer)), tar.NewWriter(bw), prefix); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("docker: export: %w", ctx.Err())
 		}
@@ -56,50 +50,6 @@ func (b *Backend) Export(ctx context.Context, h sandbox.Handle, w io.Writer) err
 		return fmt.Errorf("docker: export: %w", err)
 	}
 	return nil
-}
-
-// reroot copies Docker's archive of the workspace to tw with prefix
-// stripped from names and hard-link targets and with only the metadata a
-// snapshot keeps.
-func reroot(tr *tar.Reader, tw *tar.Writer, prefix string) error {
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return tw.Close()
-		}
-		if err != nil {
-			return fmt.Errorf("read container archive: %w", err)
-		}
-		name, ok := strings.CutPrefix(strings.TrimPrefix(hdr.Name, "./"), prefix)
-		if !ok || strings.Trim(name, "/") == "" {
-			continue // the workspace root itself
-		}
-		out := &tar.Header{Name: name, Mode: hdr.Mode & keptMode, ModTime: hdr.ModTime, Typeflag: hdr.Typeflag}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			out.Name = strings.TrimSuffix(name, "/") + "/"
-		case tar.TypeReg:
-			out.Typeflag, out.Size = tar.TypeReg, hdr.Size
-		case tar.TypeSymlink:
-			out.Linkname = hdr.Linkname
-		case tar.TypeLink:
-			target, ok := strings.CutPrefix(strings.TrimPrefix(hdr.Linkname, "./"), prefix)
-			if !ok {
-				return fmt.Errorf("hard link %q points outside the workspace (%q)", hdr.Name, hdr.Linkname)
-			}
-			out.Linkname = target
-		default:
-			continue // devices, FIFOs, sockets: not workspace content
-		}
-		if err := tw.WriteHeader(out); err != nil {
-			return err
-		}
-		if out.Typeflag == tar.TypeReg {
-			if _, err := io.Copy(tw, tr); err != nil {
-				return err
-			}
-		}
-	}
 }
 
 // Import replaces the workspace with the archive's contents, owned by the
@@ -125,8 +75,7 @@ func (b *Backend) Import(ctx context.Context, h sandbox.Handle, r io.Reader) err
 	defer os.Remove(spool.Name())
 	defer spool.Close()
 	bw := bufio.NewWriterSize(spool, ioBuffer)
-	rw := &importRewriter{uid: b.uid, gid: b.gid, dirs: map[string]bool{}, files: map[string]bool{}, symlinks: map[string]bool{}}
-	if err := rw.rewrite(ctx, bufio.NewReaderSize(r, ioBuffer), tar.NewWriter(bw)); err != nil {
+	if err := sandbox.VetArchive(ctx, bufio.NewReaderSize(r, ioBuffer), tar.NewWriter(bw), sandbox.Owner{UID: b.uid, GID: b.gid}); err != nil {
 		return fmt.Errorf("docker: import: %w", err)
 	}
 	if err := bw.Flush(); err != nil {
@@ -166,151 +115,6 @@ func (b *Backend) clear(ctx context.Context, id, workdir string) error {
 		return fmt.Errorf("docker: import: clear workspace: exit status %d: %s", code, strings.TrimSpace(stderr.String()))
 	}
 	return nil
-}
-
-// importRewriter vets and rewrites an incoming archive. It remembers what
-// the archive created, because the workspace starts empty: a later entry
-// may only go through directories the archive made, never through its
-// symlinks, and a hard link may only point at a file it wrote.
-type importRewriter struct {
-	uid, gid int
-	dirs     map[string]bool
-	files    map[string]bool
-	symlinks map[string]bool
-}
-
-func (rw *importRewriter) rewrite(ctx context.Context, r io.Reader, tw *tar.Writer) error {
-	zr := &zeroTail{r: r}
-	tr := tar.NewReader(zr)
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		// Bodies are read in full, so what Next reads is padding and the
-		// next header or the end-of-archive marker.
-		zr.zeros = 0
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			// Go's tar reader also ends cleanly when the input stops at a
-			// member boundary; only the end-of-archive marker (two zero
-			// blocks) tells a whole archive from a truncated one.
-			if zr.zeros < 2*512 {
-				return errors.New("read archive: it ends without the end-of-archive marker (truncated?)")
-			}
-			return tw.Close()
-		}
-		if err != nil {
-			return fmt.Errorf("read archive: %w", err)
-		}
-		name, err := sandbox.CheckArchiveName(hdr.Name)
-		if err != nil {
-			return err
-		}
-		if name == "." {
-			continue // the workspace root keeps its own owner and mode
-		}
-		out := &tar.Header{
-			Name:     name,
-			Mode:     hdr.Mode & keptMode,
-			ModTime:  hdr.ModTime,
-			Uid:      rw.uid,
-			Gid:      rw.gid,
-			Typeflag: hdr.Typeflag,
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			out.Name += "/"
-		case tar.TypeReg:
-			out.Typeflag, out.Size = tar.TypeReg, hdr.Size
-		case tar.TypeSymlink:
-			if hdr.Linkname == "" {
-				return fmt.Errorf("%w: symlink %q without a target", sandbox.ErrUnsafeArchive, hdr.Name)
-			}
-			out.Linkname = hdr.Linkname
-		case tar.TypeLink:
-			target, err := sandbox.CheckHardlinkTarget(hdr.Name, hdr.Linkname)
-			if err != nil {
-				return err
-			}
-			if !rw.files[target] {
-				return fmt.Errorf("%w: hard link %q points at %q, which is not a file earlier in the archive", sandbox.ErrUnsafeArchive, hdr.Name, hdr.Linkname)
-			}
-			out.Linkname = target
-		default:
-			continue // devices, FIFOs, PAX globals: nothing to restore
-		}
-		if err := rw.parents(tw, name, hdr.ModTime); err != nil {
-			return err
-		}
-		if err := tw.WriteHeader(out); err != nil {
-			return err
-		}
-		delete(rw.symlinks, name)
-		delete(rw.files, name)
-		switch out.Typeflag {
-		case tar.TypeDir:
-			rw.dirs[name] = true
-		case tar.TypeSymlink:
-			delete(rw.dirs, name)
-			rw.symlinks[name] = true
-		case tar.TypeReg:
-			delete(rw.dirs, name)
-			rw.files[name] = true
-			if _, err := io.Copy(tw, tr); err != nil {
-				return fmt.Errorf("read archive: %q: %w", hdr.Name, err)
-			}
-		case tar.TypeLink:
-			delete(rw.dirs, name)
-			rw.files[name] = true
-		}
-	}
-}
-
-// parents refuses a name below one of the archive's symlinks and adds the
-// directories above name that the archive has not made yet: left to the
-// daemon they would be created owned by root, and the sandbox user could
-// not write in them.
-func (rw *importRewriter) parents(tw *tar.Writer, name string, mtime time.Time) error {
-	var missing []string
-	for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
-		if rw.symlinks[dir] {
-			return fmt.Errorf("%w: %q would be written through the symlink %q", sandbox.ErrUnsafeArchive, name, dir)
-		}
-		if rw.files[dir] {
-			return fmt.Errorf("%w: %q is below %q, which the archive made a file", sandbox.ErrUnsafeArchive, name, dir)
-		}
-		if !rw.dirs[dir] {
-			missing = append(missing, dir)
-		}
-	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: missing[i] + "/", Mode: 0o755, Uid: rw.uid, Gid: rw.gid, ModTime: mtime})
-		if err != nil {
-			return err
-		}
-		rw.dirs[missing[i]] = true
-	}
-	return nil
-}
-
-// zeroTail counts the zero bytes at the end of what has been read.
-type zeroTail struct {
-	r     io.Reader
-	zeros int
-}
-
-func (z *zeroTail) Read(p []byte) (int, error) {
-	n, err := z.r.Read(p)
-	i := n
-	for i > 0 && p[i-1] == 0 {
-		i--
-	}
-	if i == 0 {
-		z.zeros += n
-	} else {
-		z.zeros = n - i
-	}
-	return n, err
 }
 
 // limitedBuffer keeps the first n bytes written to it and drops the rest.

@@ -2,8 +2,6 @@ package docker
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -16,34 +14,6 @@ import (
 
 	"github.com/sandbot/sandbot/sandbox"
 )
-
-// wrapper runs the user's command ($2) in a new session, hence its own
-// process group, records that group in the pid file $1 for killExec, and
-// kills the group once the command's shell returns, so background jobs do
-// not outlive the command that started them (as in the local backend). The
-// wrapper itself stays outside the group, so it survives the kill and
-// reports the exit status: 128+9 = 137 for a killed command. Without
-// setsid in the image the command still runs, but only its shell can be
-// killed.
-const wrapper = `if command -v setsid >/dev/null 2>&1; then setsid /bin/sh -c "$2" & else /bin/sh -c "$2" & fi
-p=$!
-{ echo "$p" >"$1"; } 2>/dev/null
-wait "$p"
-rc=$?
-kill -KILL -"$p" 2>/dev/null
-rm -f "$1"
-exit "$rc"`
-
-// killScript kills the process group recorded in the pid file $1, waiting
-// a little for the file when the command is only just starting.
-const killScript = `i=0
-while [ ! -s "$1" ]; do
-	i=$((i+1)); [ "$i" -gt 100 ] && exit 3
-	sleep 0.05 2>/dev/null || sleep 1
-done
-p=$(cat "$1")
-kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null
-exit 0`
 
 // pidfilePrefix names the pid files of running commands in /dev/shm.
 const pidfilePrefix = ".sandbot-exec-"
@@ -123,9 +93,9 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 	}
 	// /dev/shm is a tmpfs in every container: cheaper than the image's
 	// file system, which may be a FUSE overlay.
-	pidfile := "/dev/shm/" + pidfilePrefix + randomHex(8) + ".pid"
+	pidfile := "/dev/shm/" + pidfilePrefix + sandbox.RandomHex(8) + ".pid"
 	execID, err := b.execCreate(ctx, "exec", id, client.ExecCreateOptions{
-		Cmd:          []string{"/bin/sh", "-c", wrapper, "sandbot-exec", pidfile, c.Command},
+		Cmd:          []string{"/bin/sh", "-c", sandbox.GroupWrapper, "sandbot-exec", pidfile, c.Command},
 		AttachStdout: true,
 		AttachStderr: true,
 		WorkingDir:   workdir,
@@ -237,7 +207,7 @@ func (b *Backend) killExec(ctx context.Context, id, execID, pidfile string) erro
 	if err == nil && !info.Running && info.PID != 0 {
 		return nil // it has already finished
 	}
-	code, err := b.run(ctx, "exec: kill", id, []string{"/bin/sh", "-c", killScript, "sandbot-kill", pidfile}, io.Discard, io.Discard)
+	code, err := b.run(ctx, "exec: kill", id, []string{"/bin/sh", "-c", sandbox.GroupKill, "sandbot-kill", pidfile}, io.Discard, io.Discard)
 	if err != nil {
 		return err
 	}
@@ -299,10 +269,4 @@ func (b *Backend) run(ctx context.Context, op, id string, cmd []string, stdout, 
 		return -1, b.classify(op, err)
 	}
 	return code, nil
-}
-
-func randomHex(n int) string {
-	p := make([]byte, n)
-	_, _ = rand.Read(p)
-	return hex.EncodeToString(p)
 }

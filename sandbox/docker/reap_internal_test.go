@@ -30,7 +30,7 @@ func TestNextWorkerKillsWhatADeadWorkerLeftRunning(t *testing.T) {
 		return b
 	}
 	dead := newBackend()
-	h, err := dead.Create(ctx, sandbox.Spec{SessionID: "reap-test-" + randomHex(4)})
+	h, err := dead.Create(ctx, sandbox.Spec{SessionID: "reap-test-" + sandbox.RandomHex(4)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestNextWorkerKillsWhatADeadWorkerLeftRunning(t *testing.T) {
 	// The dead worker's command: started, never waited for.
 	pidfile := "/dev/shm/" + pidfilePrefix + "deadworker.pid"
 	execID, err := dead.execCreate(ctx, "exec", id, client.ExecCreateOptions{
-		Cmd: []string{"/bin/sh", "-c", wrapper, "sandbot-exec", pidfile, "sleep 1000"}, WorkingDir: workdir,
+		Cmd: []string{"/bin/sh", "-c", sandbox.GroupWrapper, "sandbot-exec", pidfile, "sleep 1000"}, WorkingDir: workdir,
 	})
 	if err != nil {
 		t.Fatal(err)

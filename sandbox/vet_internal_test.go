@@ -1,4 +1,4 @@
-package docker
+package sandbox
 
 import (
 	"archive/tar"
@@ -10,12 +10,11 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sandbot/sandbot/sandbox"
 )
 
-// These tests need no daemon: they check the archive rewriting on both
-// sides of the Engine API's copy endpoints.
+// These tests check the archive rewriting backends do on both sides of a
+// copy into or out of a sandbox (Docker's archive API, a cloud provider's
+// file upload).
 
 type member struct {
 	name, link string
@@ -70,7 +69,7 @@ func TestRerootExport(t *testing.T) {
 		member{name: "workspace/fifo", typ: tar.TypeFifo, mode: 0o644, uid: 1000},
 	)
 	var out bytes.Buffer
-	if err := reroot(tar.NewReader(bytes.NewReader(in)), tar.NewWriter(&out), "workspace/"); err != nil {
+	if err := RerootArchive(tar.NewReader(bytes.NewReader(in)), tar.NewWriter(&out), "workspace/"); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(listTar(t, out.Bytes()), "\n")
@@ -84,16 +83,15 @@ func TestRerootExport(t *testing.T) {
 		t.Errorf("rerooted:\n%s\nwant:\n%s", got, want)
 	}
 	bad := makeTar(t, member{name: "workspace/h", typ: tar.TypeLink, link: "etc/passwd"})
-	if err := reroot(tar.NewReader(bytes.NewReader(bad)), tar.NewWriter(io.Discard), "workspace/"); err == nil {
+	if err := RerootArchive(tar.NewReader(bytes.NewReader(bad)), tar.NewWriter(io.Discard), "workspace/"); err == nil {
 		t.Error("a hard link out of the workspace was exported")
 	}
 }
 
 func rewriteImport(t *testing.T, data []byte) ([]string, error) {
 	t.Helper()
-	rw := &importRewriter{uid: 1000, gid: 1000, dirs: map[string]bool{}, files: map[string]bool{}, symlinks: map[string]bool{}}
 	var out bytes.Buffer
-	err := rw.rewrite(context.Background(), bytes.NewReader(data), tar.NewWriter(&out))
+	err := VetArchive(context.Background(), bytes.NewReader(data), tar.NewWriter(&out), Owner{UID: 1000, GID: 1000})
 	if err != nil {
 		return nil, err
 	}
@@ -138,8 +136,8 @@ func TestImportRewrite(t *testing.T) {
 		"below a file":         {{name: "f", typ: tar.TypeReg}, {name: "f/x", typ: tar.TypeReg}},
 		"empty symlink":        {{name: "s", typ: tar.TypeSymlink}},
 	} {
-		if _, err := rewriteImport(t, makeTar(t, ms...)); !errors.Is(err, sandbox.ErrUnsafeArchive) {
-			t.Errorf("%s: %v, want sandbox.ErrUnsafeArchive", name, err)
+		if _, err := rewriteImport(t, makeTar(t, ms...)); !errors.Is(err, ErrUnsafeArchive) {
+			t.Errorf("%s: %v, want ErrUnsafeArchive", name, err)
 		}
 	}
 	// The last member is all zeros, which must not pass for the marker.
@@ -154,7 +152,7 @@ func TestImportRewrite(t *testing.T) {
 	}
 }
 
-func TestRacyScan(t *testing.T) {
+func TestListingDigestRacy(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	line := func(mtime time.Time) string {
 		ts := mtime.Format(statTime)
@@ -171,13 +169,50 @@ func TestRacyScan(t *testing.T) {
 		{"find error", "find: ./locked: Permission denied\n", false},
 		{"unparsable time", "81a4\t3\tyesterday\tyesterday\t42\t'./f'\n", true},
 	} {
-		r := &racyScan{after: now.Add(-racyWindow)}
+		r := NewListingDigest(now.Add(-100 * time.Millisecond))
 		// Split the input to exercise lines spanning writes.
 		half := len(tc.input) / 2
 		r.Write([]byte(tc.input[:half]))
 		r.Write([]byte(tc.input[half:]))
-		if r.found != tc.racy {
-			t.Errorf("%s: racy %v, want %v", tc.name, r.found, tc.racy)
+		if r.Racy() != tc.racy {
+			t.Errorf("%s: racy %v, want %v", tc.name, r.Racy(), tc.racy)
 		}
+	}
+}
+
+func TestRerootTarDotNames(t *testing.T) {
+	// What `tar -C ws -cf - .` writes inside a cloud sandbox.
+	in := makeTar(t,
+		member{name: "./", typ: tar.TypeDir, mode: 0o755},
+		member{name: "./a", typ: tar.TypeReg, mode: 0o644, body: "A"},
+		member{name: "./d/", typ: tar.TypeDir, mode: 0o755},
+		member{name: "./d/h", typ: tar.TypeLink, link: "./a"},
+	)
+	var out bytes.Buffer
+	if err := RerootArchive(tar.NewReader(bytes.NewReader(in)), tar.NewWriter(&out), ""); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(listTar(t, out.Bytes()), "\n")
+	want := strings.Join([]string{`a 0 644 0:0  "" A`, `d/ 5 755 0:0  "" `, `d/h 1 0 0:0  "a" `}, "\n")
+	if got != want {
+		t.Errorf("rerooted:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestOutputBufferSkipMatchesWholeStream(t *testing.T) {
+	stream := make([]byte, 10000)
+	for i := range stream {
+		stream[i] = 'a' + byte(i%26)
+	}
+	const limit = 1000
+	whole := NewOutputBuffer(limit)
+	whole.Write(stream)
+	head, tail := HeadTail(limit)
+	parts := NewOutputBuffer(limit)
+	parts.Write(stream[:head])
+	parts.Skip(int64(len(stream) - head - tail))
+	parts.Write(stream[len(stream)-tail:])
+	if w, p := whole.Output(), parts.Output(); w != p {
+		t.Errorf("head+skip+tail gives %+v, the whole stream %+v", p, w)
 	}
 }
