@@ -15,6 +15,7 @@ import (
 	"crypto/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/sandbot/sandbot/session"
@@ -47,6 +48,8 @@ type Config struct {
 	Session  Session
 	Sandbox  Sandbox
 	Docker   Docker
+	Daytona  Daytona
+	E2B      E2B
 	Slack    Slack
 	Discord  Discord
 	Dev      Dev
@@ -169,6 +172,51 @@ type Docker struct {
 	Workdir   string
 	// PullMissing lets the worker pull a missing image.
 	PullMissing bool
+}
+
+// Daytona configures the daytona backend, which a worker serves whenever
+// APIKey is set. Zero values take the backend's defaults (package
+// sandbox/daytona owns them; the registry documents them).
+type Daytona struct {
+	APIKey   string
+	APIURL   string
+	Target   string
+	Snapshot string
+	Image    string
+	Workdir  string
+	AutoStop time.Duration
+}
+
+// E2B configures the e2b backend, which a worker serves whenever APIKey is
+// set. Zero values take the backend's defaults (package sandbox/e2b owns
+// them; the registry documents them).
+type E2B struct {
+	APIKey     string
+	APIURL     string
+	Domain     string
+	SandboxURL string
+	Template   string
+	Workdir    string
+	TTL        time.Duration
+}
+
+// Backends is what this deployment runs: SANDBOT_SANDBOX_BACKENDS, plus
+// each cloud backend whose API key is set. A worker serves them; a bot
+// offers them (a bot rarely holds the keys, so it offers the cloud
+// backends SANDBOT_SANDBOX_BACKENDS lists; cmd/dev holds both). Setting the key is how an
+// operator turns a cloud backend on; listing one without its key is a
+// configuration error (see the key variables' checks).
+func (c *Config) Backends() []string {
+	out := append([]string(nil), c.Sandbox.Backends...)
+	for _, b := range []struct {
+		name string
+		key  string
+	}{{"daytona", c.Daytona.APIKey}, {"e2b", c.E2B.APIKey}} {
+		if b.key != "" && !slices.Contains(out, b.name) {
+			out = append(out, b.name)
+		}
+	}
+	return out
 }
 
 // Slack configures the Slack front end. It is enabled when BotToken is set.

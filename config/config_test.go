@@ -248,3 +248,47 @@ func TestBadDockerSettingsStopTheWorker(t *testing.T) {
 		}
 	}
 }
+
+// A cloud backend is served when its key is set; listing one without its
+// key, or a key that is not the provider's, stops a worker naming the key.
+func TestCloudBackendKeys(t *testing.T) {
+	const dtn = "dtn_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	const e2b = "e2b_0123456789abcdef0123456789abcdef01234567"
+	c := loadEnv(t, "SANDBOT_SANDBOX_BACKENDS", "local", "E2B_API_KEY", e2b)
+	if err := c.Validate(RoleWorker); err != nil {
+		t.Fatalf("worker with an E2B key: %v", err)
+	}
+	if got := strings.Join(c.Backends(), ","); got != "local,e2b" {
+		t.Errorf("Backends = %s, want local,e2b", got)
+	}
+	c = loadEnv(t, "SANDBOT_SANDBOX_BACKENDS", "local,daytona,e2b", "DAYTONA_API_KEY", dtn, "E2B_API_KEY", e2b)
+	if got := strings.Join(c.Backends(), ","); got != "local,daytona,e2b" {
+		t.Errorf("Backends = %s, want local,daytona,e2b (each once)", got)
+	}
+	if got := strings.Join(loadEnv(t).Backends(), ","); got != "local" {
+		t.Errorf("without keys Backends = %s, want local", got)
+	}
+	for _, tc := range []struct {
+		kv   []string
+		want string
+	}{
+		{[]string{"SANDBOT_SANDBOX_BACKENDS", "local,daytona"}, "DAYTONA_API_KEY: is not set, but SANDBOT_SANDBOX_BACKENDS lists daytona"},
+		{[]string{"SANDBOT_SANDBOX_BACKENDS", "e2b"}, "E2B_API_KEY: is not set, but SANDBOT_SANDBOX_BACKENDS lists e2b"},
+		{[]string{"DAYTONA_API_KEY", "sk-not-daytona"}, `DAYTONA_API_KEY: does not start with "dtn_"`},
+		{[]string{"E2B_API_KEY", dtn}, `E2B_API_KEY: does not start with "e2b_"`},
+		{[]string{"E2B_API_KEY", e2b, "E2B_API_URL", "ftp://x"}, "E2B_API_URL: "},
+		{[]string{"DAYTONA_API_KEY", dtn, "SANDBOT_DAYTONA_SNAPSHOT", "s", "SANDBOT_DAYTONA_IMAGE", "i"}, "SANDBOT_DAYTONA_SNAPSHOT: and SANDBOT_DAYTONA_IMAGE are both set"},
+		{[]string{"E2B_API_KEY", e2b, "SANDBOT_E2B_TTL", "30s"}, "SANDBOT_E2B_TTL: 30s is below a minute"},
+		{[]string{"E2B_API_KEY", e2b, "SANDBOT_E2B_WORKDIR", "rel/dir"}, "SANDBOT_E2B_WORKDIR: "},
+	} {
+		err := loadEnv(t, tc.kv...).Validate(RoleWorker)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: worker validation said %v, want %q", tc.kv, err, tc.want)
+		}
+	}
+	// The bot offers what SANDBOT_SANDBOX_BACKENDS lists; it never holds
+	// the keys.
+	if err := loadEnv(t, "SANDBOT_SANDBOX_BACKENDS", "local,e2b", "SANDBOT_SANDBOX_DEFAULT", "e2b").Validate(RoleBot); err != nil {
+		t.Errorf("bot offering e2b without its key: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sandbot/sandbot/session"
 )
@@ -258,7 +259,7 @@ var coreVars = []Var{
 
 	// Sandboxes.
 	{Name: "SANDBOT_SANDBOX_BACKENDS", Default: "local", Readers: all,
-		Doc:   "backends the worker serves and the bot offers: local, docker",
+		Doc:   "backends the worker serves and the bot offers: local, docker, daytona, e2b (a worker also serves a cloud backend whose API key is set)",
 		field: func(c *Config) any { return &c.Sandbox.Backends },
 		check: func(c *Config, p *probs) {
 			if len(c.Sandbox.Backends) == 0 {
@@ -282,8 +283,8 @@ var coreVars = []Var{
 			switch {
 			case !known(c.Sandbox.Default):
 				p.add("%q is not a backend; use %s", c.Sandbox.Default, strings.Join(KnownBackends, ", "))
-			case !contains(c.Sandbox.Backends, c.Sandbox.Default):
-				p.add("%q is not in SANDBOT_SANDBOX_BACKENDS (%s); use one of those", c.Sandbox.Default, strings.Join(c.Sandbox.Backends, ","))
+			case !contains(c.Backends(), c.Sandbox.Default):
+				p.add("%q is not in SANDBOT_SANDBOX_BACKENDS (%s) and has no API key set; use one of those", c.Sandbox.Default, strings.Join(c.Backends(), ","))
 			}
 		}},
 	{Name: "SANDBOT_SANDBOX_LOCAL_ROOT", DefaultDoc: "~/.sandbot/workspaces", Readers: worker,
@@ -381,14 +382,91 @@ var coreVars = []Var{
 	{Name: "SANDBOT_DOCKER_WORKDIR", DefaultDoc: "/workspace", Readers: worker,
 		Doc:   "workspace path inside the container",
 		field: func(c *Config) any { return &c.Docker.Workdir },
-		check: whenDocker(func(c *Config, p *probs) {
-			if w := c.Docker.Workdir; w != "" && (!strings.HasPrefix(w, "/") || cleanPath(w) != w || w == "/") {
-				p.add("%q is not a clean absolute path other than /; use a path such as /workspace", w)
-			}
-		})},
+		check: whenDocker(func(c *Config, p *probs) { checkWorkdir(p, c.Docker.Workdir, "/workspace") })},
 	{Name: "SANDBOT_DOCKER_PULL_MISSING", Default: "false", Readers: worker,
 		Doc:   "allow pulling a missing image",
 		field: func(c *Config) any { return &c.Docker.PullMissing }},
+
+	// Cloud backends: a worker serves one whenever its API key is set. The
+	// key, URL and region variables are the providers' own (their SDKs and
+	// CLIs read the same names); the rest are sandbot's. Defaults are the
+	// backends' (packages sandbox/daytona and sandbox/e2b).
+	{Name: "DAYTONA_API_KEY", Readers: worker, Secret: true,
+		Doc:   "Daytona API key; when set the worker serves the daytona backend",
+		field: func(c *Config) any { return &c.Daytona.APIKey },
+		check: func(c *Config, p *probs) { checkCloudKey(p, c, "daytona", c.Daytona.APIKey, "dtn_", "https://app.daytona.io/dashboard/keys") }},
+	{Name: "DAYTONA_API_URL", DefaultDoc: "https://app.daytona.io/api", Readers: worker,
+		Doc:   "Daytona API base URL",
+		field: func(c *Config) any { return &c.Daytona.APIURL },
+		check: func(c *Config, p *probs) {
+			if c.Daytona.APIURL != "" {
+				checkHTTPURL(p, c.Daytona.APIURL, "https://app.daytona.io/api", false)
+			}
+		}},
+	{Name: "DAYTONA_TARGET", DefaultDoc: "(the organization's default)", Readers: worker,
+		Doc:   "Daytona region sandboxes are created in, e.g. us or eu",
+		field: func(c *Config) any { return &c.Daytona.Target }},
+	{Name: "SANDBOT_DAYTONA_SNAPSHOT", DefaultDoc: "(Daytona's default snapshot)", Readers: worker,
+		Doc:   "Daytona snapshot sandboxes are created from",
+		field: func(c *Config) any { return &c.Daytona.Snapshot },
+		check: func(c *Config, p *probs) {
+			if c.Daytona.Snapshot != "" && c.Daytona.Image != "" {
+				p.add("and SANDBOT_DAYTONA_IMAGE are both set; use one: a snapshot name or an image")
+			}
+		}},
+	{Name: "SANDBOT_DAYTONA_IMAGE", Readers: worker,
+		Doc:   "image Daytona builds sandboxes from instead of a snapshot, e.g. debian:bookworm-slim",
+		field: func(c *Config) any { return &c.Daytona.Image }},
+	{Name: "SANDBOT_DAYTONA_WORKDIR", DefaultDoc: "/home/daytona/workspace", Readers: worker,
+		Doc:   "workspace path inside Daytona sandboxes",
+		field: func(c *Config) any { return &c.Daytona.Workdir },
+		check: func(c *Config, p *probs) { checkWorkdir(p, c.Daytona.Workdir, "/home/daytona/workspace") }},
+	{Name: "SANDBOT_DAYTONA_AUTO_STOP", DefaultDoc: "15m", Readers: worker,
+		Doc:   "Daytona stops a sandbox after this long without sandbot's traffic (set on every sandbox; whole minutes)",
+		field: func(c *Config) any { return &c.Daytona.AutoStop },
+		check: func(c *Config, p *probs) {
+			if d := c.Daytona.AutoStop; d < 0 || (d > 0 && d < time.Minute) {
+				p.add("%s is below a minute; use whole minutes such as 15m (Daytona counts minutes)", d)
+			}
+		}},
+	{Name: "E2B_API_KEY", Readers: worker, Secret: true,
+		Doc:   "E2B API key; when set the worker serves the e2b backend",
+		field: func(c *Config) any { return &c.E2B.APIKey },
+		check: func(c *Config, p *probs) { checkCloudKey(p, c, "e2b", c.E2B.APIKey, "e2b_", "https://e2b.dev/dashboard?tab=keys") }},
+	{Name: "E2B_API_URL", DefaultDoc: "https://api.e2b.app", Readers: worker,
+		Doc:   "E2B API base URL",
+		field: func(c *Config) any { return &c.E2B.APIURL },
+		check: func(c *Config, p *probs) {
+			if c.E2B.APIURL != "" {
+				checkHTTPURL(p, c.E2B.APIURL, "https://api.e2b.app", false)
+			}
+		}},
+	{Name: "E2B_DOMAIN", DefaultDoc: "e2b.app", Readers: worker,
+		Doc:   "E2B domain; sandboxes are reached at 49983-<id>.<domain>",
+		field: func(c *Config) any { return &c.E2B.Domain }},
+	{Name: "E2B_SANDBOX_URL", Readers: worker,
+		Doc:   "reach every E2B sandbox's daemon through this URL instead (self-hosted E2B, tests)",
+		field: func(c *Config) any { return &c.E2B.SandboxURL },
+		check: func(c *Config, p *probs) {
+			if c.E2B.SandboxURL != "" {
+				checkHTTPURL(p, c.E2B.SandboxURL, "http://localhost:3000", false)
+			}
+		}},
+	{Name: "SANDBOT_E2B_TEMPLATE", DefaultDoc: "base", Readers: worker,
+		Doc:   "E2B template sandboxes are created from",
+		field: func(c *Config) any { return &c.E2B.Template }},
+	{Name: "SANDBOT_E2B_WORKDIR", DefaultDoc: "/home/user/workspace", Readers: worker,
+		Doc:   "workspace path inside E2B sandboxes",
+		field: func(c *Config) any { return &c.E2B.Workdir },
+		check: func(c *Config, p *probs) { checkWorkdir(p, c.E2B.Workdir, "/home/user/workspace") }},
+	{Name: "SANDBOT_E2B_TTL", DefaultDoc: "15m", Readers: worker,
+		Doc:   "E2B pauses a sandbox this long after sandbot last used it (a wall-clock TTL sandbot refreshes while the session works)",
+		field: func(c *Config) any { return &c.E2B.TTL },
+		check: func(c *Config, p *probs) {
+			if d := c.E2B.TTL; d < 0 || (d > 0 && d < time.Minute) {
+				p.add("%s is below a minute; use a duration such as 15m", d)
+			}
+		}},
 
 	// cmd/dev.
 	{Name: "SANDBOT_DEV_DATA_DIR", DefaultDoc: "~/.sandbot", Readers: worker,

@@ -207,7 +207,7 @@ func TestReadmeTable(t *testing.T) {
 	}
 	var got []string
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "| `SANDBOT_") || strings.HasPrefix(line, "| `USER`") {
+		if tableRow.MatchString(line) {
 			got = append(got, line)
 		}
 	}
@@ -216,6 +216,9 @@ func TestReadmeTable(t *testing.T) {
 		t.Errorf("README.md's configuration table differs from the registry; it should read:\n\n%s\n%s", readmeHeader, readmeRows())
 	}
 }
+
+// tableRow matches a row of the README's configuration table.
+var tableRow = regexp.MustCompile("^\\| `[A-Z][A-Z0-9_]*` \\|")
 
 const readmeHeader = "| variable | default | read by | meaning |\n|---|---|---|---|"
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -122,6 +123,26 @@ func whenDocker(check func(*Config, *probs)) func(*Config, *probs) {
 		if contains(c.Sandbox.Backends, "docker") {
 			check(c, p)
 		}
+	}
+}
+
+// checkWorkdir reports a set workspace path that is not a clean absolute
+// path other than the root.
+func checkWorkdir(p *probs, w, example string) {
+	if w != "" && (!strings.HasPrefix(w, "/") || cleanPath(w) != w || w == "/") {
+		p.add("%q is not a clean absolute path other than /; use a path such as %s", w, example)
+	}
+}
+
+// checkCloudKey checks a cloud backend's API key on a worker: it must be
+// set when SANDBOT_SANDBOX_BACKENDS lists the backend, and look like the
+// provider's keys. The provider itself checks it at start-up.
+func checkCloudKey(p *probs, c *Config, backend, key, prefix, where string) {
+	switch {
+	case key == "" && contains(c.Sandbox.Backends, backend):
+		p.add("is not set, but SANDBOT_SANDBOX_BACKENDS lists %s; set the API key from %s, or remove %s", backend, where, backend)
+	case key != "" && !strings.HasPrefix(key, prefix):
+		p.add("does not start with %q; use an API key from %s", prefix, where)
 	}
 }
 

@@ -36,6 +36,11 @@ const (
 	// recording the final answer's ref clears it. Decided once per run, at
 	// its start.
 	changeWatchLease = "watch-lease"
+	// changeSwitchFromUnreachable: a backend switch whose old sandbox
+	// cannot be reached to save the workspace (the provider is down, the
+	// sandbox is gone) goes ahead from the last snapshot, with a notice,
+	// instead of keeping the session on the unreachable backend.
+	changeSwitchFromUnreachable = "switch-from-unreachable"
 )
 
 // PolicyActivities serves the worker's session policy to session runs. It

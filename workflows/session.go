@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandbot/sandbot/sandbox"
@@ -270,8 +271,15 @@ func (s *sessionRun) applyBackend(ctx workflow.Context) {
 	}
 	if s.st.Handle != nil {
 		if err := s.snapshot(ctx, true); err != nil {
-			s.notice("Could not save the workspace before switching to %s: %s. Staying on %s.", to, userError(err), from)
-			return
+			if !s.switchAnyway(ctx, err) {
+				s.notice("Could not save the workspace before switching to %s: %s. Staying on %s.", to, userError(err), from)
+				return
+			}
+			last := "an empty workspace (there is no snapshot yet)"
+			if s.st.Snapshot != "" {
+				last = "the last snapshot; changes made since it stay behind"
+			}
+			s.notice("Could not reach the %s sandbox to save the workspace: %s. The %s sandbox starts from %s.", from, userError(err), to, last)
 		}
 		s.destroySandbox(ctx, false)
 	}
@@ -280,6 +288,19 @@ func (s *sessionRun) applyBackend(ctx workflow.Context) {
 	s.st.Suspended = false
 	s.st.Last.Backend = to
 	s.notice("Switched backend from %s to %s; the workspace moves with the session.", from, to)
+}
+
+// switchAnyway reports whether a switch goes ahead although the old
+// sandbox could not be snapshotted: when its backend is unavailable or the
+// sandbox is gone, waiting cannot save anything, and the user asked to move
+// exactly because it does not work. Any other failure (a quota, a store
+// error) keeps the session where its workspace is.
+func (s *sessionRun) switchAnyway(ctx workflow.Context, err error) bool {
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || (ae.Type() != sandbox.ErrTypeUnavailable && ae.Type() != sandbox.ErrTypeNotFound) {
+		return false
+	}
+	return workflow.GetVersion(ctx, changeSwitchFromUnreachable, workflow.DefaultVersion, 1) >= 1
 }
 
 func (s *sessionRun) destroy(ctx workflow.Context) (session.SessionResult, error) {

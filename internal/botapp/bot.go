@@ -105,7 +105,7 @@ func New(ctx context.Context, c client.Client, cfg *config.Config, opts Options,
 
 	settings := cfg.SessionSettings()
 	settings.Indexed = indexed
-	settings.Backends = cfg.Sandbox.Backends
+	settings.Backends = cfg.Backends()
 	if opts.Settings != nil {
 		opts.Settings(&settings)
 	}
@@ -116,7 +116,7 @@ func New(ctx context.Context, c client.Client, cfg *config.Config, opts Options,
 		Start:          chat.StartDefaults{Settings: settings, Backend: cfg.Sandbox.Default},
 		TemporalUIBase: cfg.Temporal.WebURL,
 		Namespace:      cfg.Temporal.Namespace,
-		Backends:       cfg.Sandbox.Backends,
+		Backends:       cfg.Backends(),
 		Budgets:        budgets,
 		PollMin:        opts.PollMin,
 		PollMax:        opts.PollMax,

@@ -36,9 +36,9 @@ func discordConfig(cfg *config.Config, c client.Client) discord.Config {
 		AllowedUsers: d.AllowedUsers, AllowedRoles: d.AllowedRoles,
 		ApproverRoles: d.ApproverRoles, MessageContentIntent: d.MessageContent,
 		EditInterval: d.EditInterval, APIBase: d.APIBase,
-		Backends: cfg.Sandbox.Backends,
+		Backends: cfg.Backends(),
 		ListBackends: func(ctx context.Context) ([]string, error) {
-			return ServedBackends(ctx, c, cfg.Temporal.TaskQueue, cfg.Sandbox.Backends)
+			return ServedBackends(ctx, c, cfg.Temporal.TaskQueue, cfg.Backends())
 		},
 	}
 }
