@@ -394,7 +394,9 @@ var coreVars = []Var{
 	{Name: "DAYTONA_API_KEY", Readers: worker, Secret: true,
 		Doc:   "Daytona API key; when set the worker serves the daytona backend",
 		field: func(c *Config) any { return &c.Daytona.APIKey },
-		check: func(c *Config, p *probs) { checkCloudKey(p, c, "daytona", c.Daytona.APIKey, "dtn_", "https://app.daytona.io/dashboard/keys") }},
+		check: func(c *Config, p *probs) {
+			checkCloudKey(p, c, "daytona", c.Daytona.APIKey, "dtn_", "https://app.daytona.io/dashboard/keys")
+		}},
 	{Name: "DAYTONA_API_URL", DefaultDoc: "https://app.daytona.io/api", Readers: worker,
 		Doc:   "Daytona API base URL",
 		field: func(c *Config) any { return &c.Daytona.APIURL },
@@ -432,7 +434,9 @@ var coreVars = []Var{
 	{Name: "E2B_API_KEY", Readers: worker, Secret: true,
 		Doc:   "E2B API key; when set the worker serves the e2b backend",
 		field: func(c *Config) any { return &c.E2B.APIKey },
-		check: func(c *Config, p *probs) { checkCloudKey(p, c, "e2b", c.E2B.APIKey, "e2b_", "https://e2b.dev/dashboard?tab=keys") }},
+		check: func(c *Config, p *probs) {
+			checkCloudKey(p, c, "e2b", c.E2B.APIKey, "e2b_", "https://e2b.dev/dashboard?tab=keys")
+		}},
 	{Name: "E2B_API_URL", DefaultDoc: "https://api.e2b.app", Readers: worker,
 		Doc:   "E2B API base URL",
 		field: func(c *Config) any { return &c.E2B.APIURL },
