@@ -359,6 +359,11 @@ func userError(err error) string {
 	var msg string
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		msg = e.Error()
+		if ae, ok := e.(*temporal.ApplicationError); ok {
+			// Its Error() appends "(type: ..., retryable: ...)", which
+			// says nothing to a person.
+			msg = ae.Message()
+		}
 	}
 	msg = strings.TrimSpace(msg)
 	if msg == "" {

@@ -101,6 +101,8 @@ type harness struct {
 	rejects   []string
 	destroyed []sandbox.DestroyRequest
 	deleted   []string
+	// snapErr, when set, fails Snapshot activities with what it returns.
+	snapErr func() error
 	// policy is what the worker's policy activity answers: the policy of
 	// the input the test runs, as a worker configured the same way would.
 	policy session.Policy
@@ -139,7 +141,11 @@ func newHarness(t *testing.T, steps ...agent.ModelResponse) *harness {
 		func(_ context.Context, req sandbox.SnapshotRequest) (sandbox.SnapshotResult, error) {
 			h.mu.Lock()
 			h.snaps++
+			fail := h.snapErr
 			h.mu.Unlock()
+			if fail != nil {
+				return sandbox.SnapshotResult{}, fail()
+			}
 			return sandbox.SnapshotResult{Written: true, Key: req.Key, Fingerprint: "fp"}, nil
 		})
 	env.OnActivity(sandboxActs.Destroy, mock.Anything, mock.Anything).Return(func(_ context.Context, r sandbox.DestroyRequest) error {
@@ -543,5 +549,43 @@ func TestModelFailureFailsTheTurnNotStopsIt(t *testing.T) {
 	h.run(h.input(session.ApproveNever))
 	if end.Status != session.StatusFailed || end.Stopped || !strings.Contains(end.Error, "401") {
 		t.Fatalf("a failed model call must fail the turn with its reason: %+v", end)
+	}
+}
+
+// A switch whose old sandbox cannot be reached to save the workspace (its
+// provider is down, it is gone) goes ahead from the last snapshot and says
+// so; any other snapshot failure keeps the session where its workspace is.
+func TestSwitchFromAnUnreachableSandbox(t *testing.T) {
+	for _, tc := range []struct {
+		errType, backend, notice string
+	}{
+		{sandbox.ErrTypeUnavailable, "docker", "Could not reach the local sandbox to save the workspace: provider down. The docker sandbox starts from the last snapshot"},
+		{sandbox.ErrTypeNotFound, "docker", "Could not reach the local sandbox"},
+		{sandbox.ErrTypeWorkspaceOverQuota, "local", "Could not save the workspace before switching to docker: provider down. Staying on local."},
+	} {
+		t.Run(tc.errType, func(t *testing.T) {
+			h := newHarness(t, shellCall("c1", "touch f"), final("ok"))
+			h.at(0, func() { h.send("e1", "go") })
+			h.at(time.Minute, func() {
+				h.mu.Lock()
+				h.snapErr = func() error { return temporal.NewNonRetryableApplicationError("provider down", tc.errType, nil) }
+				h.mu.Unlock()
+				h.update(session.UpdateSetBackend, session.SetBackendRequest{Backend: "docker", User: owner}, nil)
+			})
+			var ts session.TurnState
+			h.at(2*time.Minute, func() { ts = h.state() })
+			h.destroyAt(3 * time.Minute)
+			h.run(h.input(session.ApproveNever))
+			if ts.Backend != tc.backend {
+				t.Fatalf("backend %q after the failed snapshot, want %q", ts.Backend, tc.backend)
+			}
+			found := false
+			for _, n := range ts.Notices {
+				found = found || strings.Contains(n, tc.notice)
+			}
+			if !found {
+				t.Fatalf("no notice %q: %q", tc.notice, ts.Notices)
+			}
+		})
 	}
 }
