@@ -1,7 +1,6 @@
 package daytona_test
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"testing"
@@ -49,4 +48,3 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-var _ = context.Background
