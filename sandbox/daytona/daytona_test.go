@@ -47,4 +47,3 @@ func TestConformance(t *testing.T) {
 		return newBackend(t, srv, daytona.Options{})
 	})
 }
-
