@@ -1,6 +1,7 @@
 package fakedaytona
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -252,7 +253,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
-	id := fmt.Sprintf("%08x-fake-4000-8000-%012d", s.seq, s.seq)
+	// Ids are unique across fakes too: processes are found by the id in
+	// their environment, and fakes in parallel test binaries share a host.
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	id := fmt.Sprintf("%08x-fa4e-4000-8000-%x", s.seq, rnd)
 	name := id
 	if req.Name != nil && *req.Name != "" {
 		name = *req.Name
