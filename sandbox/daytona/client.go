@@ -191,7 +191,7 @@ func (b *Backend) send(ctx context.Context, req request) (*http.Response, error)
 		case !req.toolbox && status >= 502 && status <= 504 && failures < b.opts.Retries:
 			wait = b.backoff(failures)
 			failures++
-		case status >= 500 && !req.toolbox:
+		case status == http.StatusTooManyRequests, status >= 500 && !req.toolbox:
 			return nil, unavailable(req.op, u, status, msg)
 		default:
 			return nil, fmt.Errorf("daytona: %s: %w", req.op, &apiError{status, msg, u})

@@ -87,6 +87,13 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 	req = request{op: "exec: start", method: http.MethodPost, url: "/process/session/" + url.PathEscape(sid) + "/exec",
 		in: map[string]any{"command": "/bin/sh -c " + sandbox.ShellQuote(inner) + " </dev/null", "runAsync": true}}
 	if err := b.tbCall(ctx, h, req, &started); err != nil {
+		if ctx.Err() != nil {
+			// The daemon may have started the command before the
+			// cancellation cut the request short; it must not run on.
+			if kerr := b.kill(cctx, h, pidfile); kerr != nil {
+				b.log.Debug("daytona: kill after a canceled start", "sandbox", h.ID, "error", kerr)
+			}
+		}
 		return sandbox.Result{}, err
 	}
 	start := time.Now()
@@ -135,7 +142,7 @@ var errTimedOut error = timedOut{}
 func (b *Backend) waitCommand(ctx context.Context, h sandbox.Handle, sid, cmdID string, timeout time.Duration) (int, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	wait := 5 * time.Millisecond
+	wait := 2 * time.Millisecond
 	path := "/process/session/" + url.PathEscape(sid) + "/command/" + url.PathEscape(cmdID)
 	for {
 		var st struct {

@@ -21,8 +21,10 @@
 // carrying its DAYTONA_SANDBOX_ID.
 //
 // What it checks, as the real service does or stricter: the Bearer key on
-// every request; state (no toolbox while a sandbox is not started, 409
-// "Sandbox state change in progress" for a lifecycle call mid-transition);
+// every request; state (a toolbox request while the sandbox is not started
+// gets 409 CONFLICT "sandbox is not started", since the real proxy's
+// answer is undocumented; a lifecycle call mid-transition gets 409
+// "Sandbox state change in progress"; DELETE removes the sandbox at once);
 // create bodies (resources only with buildInfo); JSON bodies (content
 // type, unknown keys and missing required fields give 400, where the real
 // API silently ignores unknown keys, because an ignored key is a client
@@ -204,6 +206,16 @@ func (s *Server) Fail(method, pathPrefix string, status int, times int, header h
 	s.mu.Lock()
 	s.faults = append(s.faults, &fault{method: method, prefix: pathPrefix, status: status, times: times, header: header})
 	s.mu.Unlock()
+}
+
+// SetCreated backdates (or postdates) a sandbox's createdAt, for tests of
+// sweepers that spare young sandboxes.
+func (s *Server) SetCreated(id string, t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.boxes[id]; b != nil {
+		b.created = t.UTC()
+	}
 }
 
 // Sandboxes lists the sandboxes that exist (not destroyed, not vanished).
