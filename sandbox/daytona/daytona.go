@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/session"
 )
 
 // Name is the backend's registry name.
@@ -58,7 +59,6 @@ const (
 	DefaultKeySetting = "DAYTONA_API_KEY"
 	DefaultWorkdir    = "/home/daytona/workspace"
 	DefaultAutoStop   = 15 * time.Minute
-	DefaultTimeout    = 10 * time.Minute
 )
 
 // Labels every sandbox of this backend carries.
@@ -104,7 +104,7 @@ type Options struct {
 	// Labels are added to every sandbox.
 	Labels map[string]string
 	// DefaultTimeout applies to commands without a timeout (default
-	// DefaultTimeout).
+	// session.DefaultCommandTimeout, as for every backend).
 	DefaultTimeout time.Duration
 	// DefaultOutputCap applies to commands without an output cap (default
 	// sandbox.DefaultOutputCap).
@@ -174,7 +174,7 @@ func New(opts Options) (*Backend, error) {
 		opts.AutoStop = DefaultAutoStop
 	}
 	if opts.DefaultTimeout <= 0 {
-		opts.DefaultTimeout = DefaultTimeout
+		opts.DefaultTimeout = session.DefaultCommandTimeout
 	}
 	if opts.DefaultOutputCap <= 0 {
 		opts.DefaultOutputCap = sandbox.DefaultOutputCap

@@ -297,3 +297,54 @@ func TestServerErrorsAreRetried(t *testing.T) {
 		t.Errorf("Exec after two toolbox 503s: %q", got)
 	}
 }
+
+func TestStoppedSandboxResumesOnDemand(t *testing.T) {
+	srv := fakedaytona.Start(t, fakedaytona.Options{})
+	b := newBackend(t, srv, daytona.Options{})
+	h := sandboxtest.NewSandbox(t, b)
+	ctx := ctxT(t)
+	sandboxtest.Sh(t, b, h, "echo kept > f")
+	archive := new(bytes.Buffer)
+	for name, step := range map[string]func() error{
+		"Export": func() error { return b.Export(ctx, h, archive) },
+		"Import": func() error {
+			return b.Import(ctx, h, bytes.NewReader(sandboxtest.BuildTar(t, sandboxtest.TarEntry{Name: "f", Body: "kept\n"})))
+		},
+		"Fingerprint": func() error { _, err := b.Fingerprint(ctx, h); return err },
+		"Exec":        func() error { _, err := b.Exec(ctx, h, sandbox.Cmd{Command: "true"}); return err },
+	} {
+		if err := b.Suspend(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+		if alive, err := b.Alive(ctx, h); !alive || err != nil {
+			t.Errorf("Alive on a stopped sandbox = %v, %v; want true", alive, err)
+		}
+		if err := step(); err != nil {
+			t.Errorf("%s on a stopped sandbox: %v", name, err)
+		}
+		if st := srv.Sandboxes()[0].State; st != "started" {
+			t.Errorf("%s left the sandbox %s", name, st)
+		}
+	}
+	if got := sandboxtest.Sh(t, b, h, "cat f"); got != "kept\n" {
+		t.Errorf("workspace after the round: %q", got)
+	}
+}
+
+func TestCreateFromImage(t *testing.T) {
+	srv := fakedaytona.Start(t, fakedaytona.Options{})
+	b := newBackend(t, srv, daytona.Options{Image: "ubuntu:24.04", Target: "eu", AutoStop: 90 * time.Second})
+	sandboxtest.NewSandbox(t, b)
+	var body struct {
+		Snapshot  *string
+		Target    string
+		BuildInfo struct{ DockerfileContent string }
+		AutoStop  int `json:"autoStopInterval"`
+	}
+	if err := json.Unmarshal(srv.Calls()[0].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if body.Snapshot != nil || body.BuildInfo.DockerfileContent != "FROM ubuntu:24.04" || body.Target != "eu" || body.AutoStop != 2 {
+		t.Errorf("create body %s: want buildInfo FROM ubuntu:24.04, no snapshot, target eu, autoStopInterval 2 (rounded up)", srv.Calls()[0].Body)
+	}
+}
