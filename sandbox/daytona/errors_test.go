@@ -31,6 +31,9 @@ func TestRefusedKeyNamesTheSetting(t *testing.T) {
 			if !errors.Is(err, sandbox.ErrUnauthenticated) || !strings.Contains(err.Error(), want+" was refused by "+srv.URL()) || !strings.Contains(err.Error(), "401 Invalid credentials") {
 				t.Errorf("%s with a wrong key: %v; want ErrUnauthenticated naming %s, the URL and the reason", name, err, want)
 			}
+			if err != nil && strings.Contains(err.Error(), "dtn_wrong") {
+				t.Errorf("%s: the error shows the key: %v", name, err)
+			}
 		}
 	}
 	if len(srv.Sandboxes()) != 0 {

@@ -79,7 +79,7 @@ func (b *Backend) Sweep(ctx context.Context, alive func(sessionID string) (bool,
 				return removed, fmt.Errorf("daytona: sweep: %w", err)
 			}
 			session := sb.Labels[LabelSession]
-			if session == "" || sb.Labels[LabelDeployment] != b.opts.Deployment || time.Since(sb.CreatedAt) < sandbox.SweepGrace {
+			if session == "" || sb.State == "destroying" || sb.State == "destroyed" || sb.Labels[LabelDeployment] != b.opts.Deployment || time.Since(sb.CreatedAt) < sandbox.SweepGrace {
 				continue
 			}
 			live, seen := verdicts[session]

@@ -169,10 +169,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, _ []byte) {
 		b.state, b.desired = "destroying", "destroyed"
 		dto := s.dtoLocked(b)
 		delete(s.boxes, b.id)
-		go func() {
-			b.killAll()
-			_ = os.RemoveAll(b.dir)
-		}()
+		b.killAll()
+		_ = os.RemoveAll(b.dir)
 		writeJSON(w, http.StatusOK, dto)
 	case op == "start" && r.Method == http.MethodPost:
 		switch {
@@ -202,7 +200,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, _ []byte) {
 				s.transitionLocked(b, "pausing", "paused")
 			}
 			b.sessions = map[string]*session{}
-			go b.killAll()
+			b.killAll()
 			writeJSON(w, http.StatusOK, s.dtoLocked(b))
 		}
 	case strings.HasPrefix(op, "autostop/") && r.Method == http.MethodPost:
