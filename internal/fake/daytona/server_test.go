@@ -277,6 +277,19 @@ func TestFiles(t *testing.T) {
 	if status != 200 || !strings.Contains(string(p), `"name":"f.bin"`) || !strings.Contains(string(p), `"size":8`) {
 		t.Errorf("list: %d %s", status, p)
 	}
+	var one bytes.Buffer
+	mw := multipart.NewWriter(&one)
+	w, _ := mw.CreateFormFile("file", "g")
+	_, _ = w.Write([]byte("single"))
+	_ = mw.Close()
+	if status, _, p := c.do("POST", tb+"/files/upload?path=/tmp/g", one.Bytes(), "Content-Type", mw.FormDataContentType()); status != 200 {
+		t.Errorf("upload: %d %s", status, p)
+	}
+	if _, _, p := c.do("GET", tb+"/files/download?path=/tmp/g", nil); string(p) != "single" {
+		t.Errorf("uploaded file reads %q", p)
+	}
+	c.must(400, "GET", tb+"/files/download?path=relative", nil)
+	c.must(400, "GET", tb+"/files/download?path=/tmp", nil)
 	c.must(201, "POST", tb+"/files/folder?path=/tmp/x/y&mode=700", nil)
 	c.must(400, "DELETE", tb+"/files?path=/home/daytona/d", nil)
 	c.must(204, "DELETE", tb+"/files?path=/home/daytona/d&recursive=true", nil)
