@@ -81,8 +81,11 @@ func (b *Backend) tb(ctx context.Context, h sandbox.Handle, req request, pass ..
 		switch {
 		case gone(sb.State):
 			return nil, notFound(req.op, sb)
-		case sb.State == "started" && ae.status < 500 && ae.status != http.StatusNotFound && ae.status != http.StatusConflict:
-			return nil, err // the toolbox's own answer, not the proxy's
+		case sb.State == "started" && ae.status < 500:
+			if attempt > 0 || (ae.status != http.StatusNotFound && ae.status != http.StatusConflict) {
+				return nil, err // the toolbox's own answer, not the proxy's
+			}
+			// It may have started between the two answers: once more.
 		case sb.State == "started":
 			if serr := b.opts.Sleep(ctx, b.backoff(attempt)); serr != nil {
 				return nil, fmt.Errorf("daytona: %s: %w", req.op, serr)
