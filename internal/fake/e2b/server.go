@@ -40,7 +40,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -120,7 +119,7 @@ type Server struct {
 	mu        sync.Mutex
 	changed   chan struct{}
 	sandboxes map[string]*sbox
-	calls     []Call
+	calls     []*Call
 	faults    []*fault
 	down      string
 	closed    bool
@@ -314,7 +313,11 @@ func (s *Server) Sandboxes() []SandboxInfo {
 func (s *Server) Calls() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Call(nil), s.calls...)
+	out := make([]Call, len(s.calls))
+	for i, c := range s.calls {
+		out[i] = *c
+	}
+	return out
 }
 
 // ResetCalls forgets the calls recorded so far.
@@ -390,8 +393,8 @@ func (s *Server) wrap(service string, h http.Handler) http.Handler {
 				}
 			}
 		}
-		idx := len(s.calls)
-		s.calls = append(s.calls, call)
+		rc := &call
+		s.calls = append(s.calls, rc)
 		s.notifyLocked()
 		s.mu.Unlock()
 		switch {
@@ -403,11 +406,11 @@ func (s *Server) wrap(service string, h http.Handler) http.Handler {
 			}
 			errorFor(rec, r, service, f.status, "injected fault: "+http.StatusText(f.status))
 		default:
-			ctx := context.WithValue(r.Context(), callKey{}, idx)
+			ctx := context.WithValue(r.Context(), callKey{}, rc)
 			h.ServeHTTP(rec, r.WithContext(ctx))
 		}
 		s.mu.Lock()
-		s.calls[idx].Status = rec.status
+		rc.Status = rec.status
 		s.notifyLocked()
 		s.mu.Unlock()
 	})
@@ -417,12 +420,12 @@ type callKey struct{}
 
 // recordArgs notes a Start request's process on its recorded call.
 func (s *Server) recordArgs(r *http.Request, args []string) {
-	idx, ok := r.Context().Value(callKey{}).(int)
+	rc, ok := r.Context().Value(callKey{}).(*Call)
 	if !ok {
 		return
 	}
 	s.mu.Lock()
-	s.calls[idx].Args = args
+	rc.Args = args
 	s.mu.Unlock()
 }
 
@@ -502,6 +505,3 @@ func newToken() string {
 	_, _ = rand.Read(b)
 	return fmt.Sprintf("%x", b)
 }
-
-// errGone is returned for a sandbox that does not exist.
-var errGone = errors.New("sandbox not found")
