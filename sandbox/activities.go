@@ -83,6 +83,11 @@ type Activities struct {
 	// host-bound backends get it as their TaskQueue, so later activities
 	// for them run here.
 	HostQueue string
+	// SessionQueue is the deployment's session task queue. Handles of
+	// backends that are not host-bound (cloud sandboxes, reachable from any
+	// worker) get its backend queue (session.BackendQueue) as their
+	// TaskQueue, so any worker serving the backend runs their activities.
+	SessionQueue string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Redactor, when set, scrubs the worker's secrets (model key, chat
@@ -229,6 +234,9 @@ func (a *Activities) Ensure(ctx context.Context, req EnsureRequest) (res EnsureR
 func (a *Activities) taskQueue(b Backend) string {
 	if hb, ok := b.(HostBound); ok && hb.HostBound() {
 		return a.HostQueue
+	}
+	if a.SessionQueue != "" {
+		return session.BackendQueue(a.SessionQueue, b.Name())
 	}
 	return ""
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/sandbot/sandbot/sandbox/blobstore"
 	"github.com/sandbot/sandbot/sandbox/local"
 	"github.com/sandbot/sandbot/sandbox/sandboxtest"
+	"github.com/sandbot/sandbot/session"
 )
 
 const hostQueue = "sandbot-host-test"
@@ -441,6 +442,31 @@ func TestHousekeepingActivitiesHeartbeat(t *testing.T) {
 		}
 		if beats.Load() == before {
 			t.Errorf("%s recorded no heartbeat", c.name)
+		}
+	}
+}
+
+// notHostBound hides the local backend's HostBound, as a cloud backend
+// has none.
+type notHostBound struct{ sandbox.Backend }
+
+func (notHostBound) Name() string { return "cloudish" }
+
+// A sandbox any worker can reach gets its backend's queue, so any worker
+// serving the backend runs its commands; only host-bound sandboxes are
+// pinned to the host that made them.
+func TestEnsureQueuesOfCloudSandboxes(t *testing.T) {
+	f := newFixture(t)
+	backends, err := sandbox.NewBackends(f.local, notHostBound{f.local})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.acts.Backends = backends
+	f.acts.SessionQueue = "sq"
+	for backend, want := range map[string]string{local.Name: hostQueue, "cloudish": session.BackendQueue("sq", "cloudish")} {
+		res := f.ensure(t, sandbox.EnsureRequest{SessionID: "s-" + backend, Backend: backend})
+		if res.Handle.TaskQueue != want {
+			t.Errorf("%s: TaskQueue = %q, want %q", backend, res.Handle.TaskQueue, want)
 		}
 	}
 }

@@ -320,6 +320,11 @@ func (s *sessionRun) exec(ctx workflow.Context, callID string, commands []string
 			s.notice("A worker stopped while running `%s`; it was not re-run.", oneLine(strings.Join(commands, "; ")))
 		default:
 			c.Error = "sandbox error: " + userError(err)
+			if errors.As(err, &ae) && ae.Type() == sandbox.ErrTypeUnavailable {
+				// The backend itself is down (a provider outage, the
+				// daemon gone): say so where the user can act on it.
+				s.notice("sandbox unavailable on backend %q: %s. Use /backend to move the session to another backend.", s.st.Backend, userError(err))
+			}
 		}
 		var result string
 		if ok {

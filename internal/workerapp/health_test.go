@@ -28,20 +28,20 @@ var _ sandbox.Checker = checkingBackend{}
 func TestWorkerChecks(t *testing.T) {
 	w := &Worker{
 		backends:    []sandbox.Backend{checkingBackend{err: errors.New("docker: daemon at unix:///var/run/docker.sock: connection refused")}},
-		Unavailable: map[string]string{"e2b": "e2b: not built into this version"},
+		Unavailable: map[string]string{"local": "local: cannot confine commands"},
 	}
 	checks := w.Checks()
 	var names []string
 	for _, c := range checks {
 		names = append(names, c.Name)
 	}
-	if got := strings.Join(names, ","); got != "temporal,backend docker,backend e2b" {
+	if got := strings.Join(names, ","); got != "temporal,backend docker,backend local" {
 		t.Fatalf("checks = %s", got)
 	}
 	if err := checks[1].Probe(t.Context()); err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("docker check: %v", err)
 	}
-	if err := checks[2].Probe(t.Context()); err == nil || err.Error() != "configured but not served: e2b: not built into this version" {
+	if err := checks[2].Probe(t.Context()); err == nil || err.Error() != "configured but not served: local: cannot confine commands" {
 		t.Errorf("unserved backend check: %v", err)
 	}
 }

@@ -23,6 +23,8 @@ func secrets(cfg *config.Config) []redact.Secret {
 		{Name: "SANDBOT_SLACK_APP_TOKEN", Value: cfg.Slack.AppToken},
 		{Name: "SANDBOT_SLACK_SIGNING_SECRET", Value: cfg.Slack.SigningSecret},
 		{Name: "SANDBOT_DISCORD_TOKEN", Value: cfg.Discord.Token},
+		{Name: "DAYTONA_API_KEY", Value: cfg.Daytona.APIKey},
+		{Name: "E2B_API_KEY", Value: cfg.E2B.APIKey},
 	}
 	// Credentials written into the snapshot store's URL (s3://key:secret@...
 	// or as query parameters).

@@ -125,7 +125,7 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 	}
 	w.Served = byName.Names()
 	w.backends = backends
-	acts := &sandbox.Activities{Backends: byName, Store: store, HostQueue: w.HostQueue, Logger: log, Redactor: red,
+	acts := &sandbox.Activities{Backends: byName, Store: store, HostQueue: w.HostQueue, SessionQueue: cfg.Temporal.TaskQueue, Logger: log, Redactor: red,
 		Limits: sandbox.Limits{
 			WorkspaceBytes: int64(cfg.Sandbox.WorkspaceQuota), WorkspaceSetting: "SANDBOT_SANDBOX_WORKSPACE_QUOTA",
 			SnapshotBytes: int64(cfg.Sandbox.SnapshotMax), SnapshotSetting: "SANDBOT_SANDBOX_SNAPSHOT_MAX",
@@ -183,13 +183,13 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 }
 
 // buildBackends builds the configured backends. One that cannot run yet
-// (the Docker daemon is down, a cloud backend not built in) is left
-// unserved with its reason, so the worker serves the others; one that could
-// only run unsafely (the local backend where commands cannot be confined)
-// stops start-up, naming the setting that opts out.
+// is left unserved with its reason, so the worker serves the others; one
+// that could only run unsafely (the local backend where commands cannot be
+// confined) or whose provider refuses the configured credentials stops
+// start-up, naming the setting to fix.
 func (w *Worker) buildBackends(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]sandbox.Backend, error) {
 	var out []sandbox.Backend
-	for _, name := range cfg.Sandbox.Backends {
+	for _, name := range cfg.Backends() {
 		b, err := newBackend(ctx, name, cfg, w.deployment, log)
 		if errors.Is(err, local.ErrCannotConfine) {
 			return nil, fmt.Errorf("backend %s: %w", name, err)
@@ -197,6 +197,9 @@ func (w *Worker) buildBackends(ctx context.Context, cfg *config.Config, log *slo
 		if err != nil {
 			w.Unavailable[name] = err.Error()
 			continue
+		}
+		if err := checkAtStart(ctx, b, log); err != nil {
+			return nil, err
 		}
 		out = append(out, b)
 	}
@@ -209,8 +212,10 @@ func newBackend(ctx context.Context, name string, cfg *config.Config, deployment
 		return newLocalBackend(cfg, deployment, log.With("backend", "local"))
 	case "docker":
 		return newDockerBackend(ctx, cfg, deployment, log.With("backend", "docker"))
-	case "daytona", "e2b":
-		return nil, fmt.Errorf("%s: not built into this version", name)
+	case "daytona":
+		return newDaytonaBackend(cfg, deployment, log.With("backend", "daytona"))
+	case "e2b":
+		return newE2BBackend(cfg, deployment, log.With("backend", "e2b"))
 	}
 	return nil, errors.New("unknown backend")
 }
