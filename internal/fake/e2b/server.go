@@ -279,6 +279,16 @@ func (s *Server) Expire(id string) {
 	s.expire(id, 0)
 }
 
+// Backdate moves a sandbox's start d into the past, so sweepers' age
+// checks can be tested without waiting.
+func (s *Server) Backdate(id string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sb := s.sandboxes[id]; sb != nil {
+		sb.startedAt = sb.startedAt.Add(-d)
+	}
+}
+
 // SetDown makes every request on both listeners answer 503 with reason as
 // the error message, as during a provider outage. "" restores service.
 func (s *Server) SetDown(reason string) {
