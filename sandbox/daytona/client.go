@@ -38,6 +38,12 @@ type request struct {
 	// on 409 or 5xx here: the caller asks the control plane first
 	// whether the sandbox is still started.
 	toolbox bool
+	// once marks a request that runs the user's command: it is never sent
+	// again after the provider may have acted on it (a dropped connection,
+	// a 5xx), since running a command twice is worse than reporting the
+	// failure. Answers that say it was refused before anything ran (429,
+	// the toolbox of a stopped sandbox) are still retried.
+	once bool
 }
 
 // apiError is a non-2xx answer, with the provider's message.
@@ -154,7 +160,7 @@ func (b *Backend) send(ctx context.Context, req request) (*http.Response, error)
 			if errors.As(err, &pe) {
 				return nil, fmt.Errorf("daytona: %s: %w", req.op, pe.err)
 			}
-			if failures >= b.opts.Retries {
+			if failures >= b.opts.Retries || req.once {
 				return nil, &userError{
 					msg:      fmt.Sprintf("daytona: %s: %s is unreachable: %v", req.op, hostOf(u), err),
 					sentinel: sandbox.ErrUnavailable, cause: err,

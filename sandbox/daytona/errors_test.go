@@ -159,3 +159,31 @@ func TestNewValidates(t *testing.T) {
 		t.Error("New accepted an API URL without a scheme")
 	}
 }
+
+// The request that starts the user's command is never sent twice: a 5xx
+// may come after the daemon started it, and running a command twice (an
+// append, a migration, a push) is worse than reporting the failure.
+func TestCommandStartIsNotRetried(t *testing.T) {
+	srv := fakedaytona.Start(t, fakedaytona.Options{})
+	b := newBackend(t, srv, daytona.Options{})
+	h := sandboxtest.NewSandbox(t, b)
+	srv.Fail(http.MethodPost, "/toolbox/"+h.ID+"/process/session/", http.StatusBadGateway, 1, nil)
+	before := len(srv.Calls())
+	_, err := b.Exec(ctxT(t), h, sandbox.Cmd{Command: "echo once >> log"})
+	if !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("Exec after a 502 on its start: %v; want ErrUnavailable", err)
+	}
+	starts := 0
+	for _, c := range srv.Calls()[before:] {
+		if c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/exec") {
+			starts++
+		}
+	}
+	if starts != 1 {
+		t.Fatalf("the command's start was sent %d times, want once", starts)
+	}
+	// The next command runs normally.
+	if got := sandboxtest.Sh(t, b, h, "echo fine"); got != "fine\n" {
+		t.Fatalf("the next command printed %q", got)
+	}
+}

@@ -84,7 +84,7 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 	var started struct {
 		CmdID string `json:"cmdId"`
 	}
-	req = request{op: "exec: start", method: http.MethodPost, url: "/process/session/" + url.PathEscape(sid) + "/exec",
+	req = request{op: "exec: start", once: true, method: http.MethodPost, url: "/process/session/" + url.PathEscape(sid) + "/exec",
 		in: map[string]any{"command": "/bin/sh -c " + sandbox.ShellQuote(inner) + " </dev/null", "runAsync": true}}
 	if err := b.tbCall(ctx, h, req, &started); err != nil {
 		if ctx.Err() != nil {

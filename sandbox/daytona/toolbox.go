@@ -86,6 +86,9 @@ func (b *Backend) tb(ctx context.Context, h sandbox.Handle, req request, pass ..
 				return nil, err // the toolbox's own answer, not the proxy's
 			}
 			// It may have started between the two answers: once more.
+		case sb.State == "started" && req.once:
+			// The toolbox may have started the command before failing.
+			return nil, unavailable(req.op, ae.url, ae.status, ae.message)
 		case sb.State == "started":
 			if serr := b.opts.Sleep(ctx, b.backoff(attempt)); serr != nil {
 				return nil, fmt.Errorf("daytona: %s: %w", req.op, serr)
