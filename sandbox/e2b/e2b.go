@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/session"
 )
 
 // Name is the backend's registry name.
@@ -51,7 +52,7 @@ const (
 	DefaultUser       = "user"
 	DefaultWorkdir    = "/home/user/workspace"
 	DefaultTTL        = 15 * time.Minute
-	DefaultTimeout    = 10 * time.Minute
+	DefaultTimeout    = session.DefaultCommandTimeout
 	DefaultMinBackoff = 200 * time.Millisecond
 	DefaultMaxBackoff = 5 * time.Second
 )

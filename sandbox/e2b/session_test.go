@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"runtime"
 	"slices"
 	"strings"
@@ -408,5 +409,47 @@ func TestImportUnsafeUploadsNothing(t *testing.T) {
 				t.Errorf("%s: %s %s reached the sandbox", name, c.Method, c.Path)
 			}
 		}
+	}
+}
+
+// toFake sends requests for envd hosts (https://49983-<id>.<domain>) to
+// the fake's plain-HTTP envd listener, keeping the Host header the
+// proxy routes by.
+type toFake struct{ envd *url.URL }
+
+func (f toFake) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasPrefix(req.URL.Host, "49983-") {
+		req = req.Clone(req.Context())
+		req.Host = req.URL.Host
+		req.URL.Scheme, req.URL.Host = f.envd.Scheme, f.envd.Host
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+func TestEnvdByHostName(t *testing.T) {
+	fake := fakee2b.Start(t, fakee2b.Options{ManualExpiry: true})
+	envdURL, _ := url.Parse(fake.SandboxURL())
+	b, err := e2b.New(e2b.Options{
+		APIURL: fake.URL(), APIKey: fake.Options().APIKey, Domain: "sandbox.test",
+		HTTPClient: &http.Client{Transport: toFake{envdURL}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sandboxtest.NewSandbox(t, b)
+	if got := sandboxtest.Sh(t, b, h, "echo hi"); got != "hi\n" {
+		t.Errorf("echo hi: %q", got)
+	}
+	n := 0
+	for _, c := range fake.Calls() {
+		if c.Service == "envd" {
+			n++
+			if c.Sandbox != h.ID {
+				t.Errorf("%s %s routed to %q", c.Method, c.Path, c.Sandbox)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no envd call recorded")
 	}
 }

@@ -97,7 +97,10 @@ type Call struct {
 	Sandbox string
 	// Args is the process (cmd then args) of a Start request.
 	Args []string
-	// Status is the HTTP status the fake answered.
+	// Status is the HTTP status the fake answered, recorded when its
+	// handler returns (a client may read the answer a moment before;
+	// WaitFor the status rather than expect it at once). 0 while the
+	// request is in flight.
 	Status int
 }
 
