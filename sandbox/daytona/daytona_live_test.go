@@ -11,7 +11,7 @@ import (
 
 // TestLiveConformance runs the conformance kit against the real Daytona
 // service, with the key in DAYTONA_API_KEY (and optionally DAYTONA_API_URL,
-// DAYTONA_TARGET, DAYTONA_SNAPSHOT). It creates and destroys real
+// DAYTONA_TARGET, SANDBOT_DAYTONA_SNAPSHOT). It creates and destroys real
 // sandboxes, which costs money.
 func TestLiveConformance(t *testing.T) {
 	key := os.Getenv("DAYTONA_API_KEY")
@@ -23,7 +23,7 @@ func TestLiveConformance(t *testing.T) {
 			APIURL:     os.Getenv("DAYTONA_API_URL"),
 			APIKey:     key,
 			Target:     os.Getenv("DAYTONA_TARGET"),
-			Snapshot:   os.Getenv("DAYTONA_SNAPSHOT"),
+			Snapshot:   os.Getenv("SANDBOT_DAYTONA_SNAPSHOT"),
 			Deployment: "sandbot-live-test",
 			Logger:     quiet(),
 		})

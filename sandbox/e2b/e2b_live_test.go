@@ -10,7 +10,7 @@ import (
 )
 
 // TestLiveConformance runs the conformance kit against the real E2B when
-// E2B_API_KEY is set (E2B_API_URL, E2B_DOMAIN and E2B_TEMPLATE are
+// E2B_API_KEY is set (E2B_API_URL, E2B_DOMAIN and SANDBOT_E2B_TEMPLATE are
 // honoured too). It creates and kills real sandboxes, billed to the key's
 // team.
 func TestLiveConformance(t *testing.T) {
@@ -23,7 +23,7 @@ func TestLiveConformance(t *testing.T) {
 			APIKey:   key,
 			APIURL:   os.Getenv("E2B_API_URL"),
 			Domain:   os.Getenv("E2B_DOMAIN"),
-			Template: os.Getenv("E2B_TEMPLATE"),
+			Template: os.Getenv("SANDBOT_E2B_TEMPLATE"),
 		})
 		if err != nil {
 			t.Fatal(err)
