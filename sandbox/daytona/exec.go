@@ -204,8 +204,10 @@ func (b *Backend) collect(ctx context.Context, h sandbox.Handle, outFile, errFil
 	}
 	var n [2]int64
 	for i := range n {
-		if n[i], err = strconv.ParseInt(sizes[i], 10, 64); err != nil {
-			return fmt.Errorf("daytona: exec: collect output: %q: %w", out, err)
+		// The sandbox's own tools print the sizes, and the agent may have
+		// replaced them: a negative size would ask for an uncapped read.
+		if n[i], err = strconv.ParseInt(sizes[i], 10, 64); err != nil || n[i] < 0 {
+			return fmt.Errorf("daytona: exec: collect output: the sandbox reported sizes %q, not two byte counts", strings.TrimSpace(out))
 		}
 	}
 	if n[0] == 0 && n[1] == 0 {
