@@ -55,6 +55,9 @@ exit 0`
 const FingerprintScript = `cd "$1" || exit 2
 find . -mindepth 1 -exec stat -c '%f	%s	%y	%z	%i	%N' {} + 2>&1 | LC_ALL=C sort`
 
+// maxListingLine bounds one line of a listing a ListingDigest buffers.
+const maxListingLine = 64 << 10
+
 // statTime is the layout of stat's %y and %z in busybox and GNU coreutils.
 const statTime = "2006-01-02 15:04:05.999999999 -0700"
 
@@ -92,6 +95,13 @@ func (d *ListingDigest) Write(p []byte) (int, error) {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
 			d.partial = append(d.partial, p...)
+			if len(d.partial) > maxListingLine {
+				// No entry's line is this long (a path is at most a few
+				// KiB): the sandbox's tools print something else. The
+				// fingerprint then matches nothing, and the line is not
+				// kept in memory.
+				d.racy, d.partial = true, nil
+			}
 			break
 		}
 		line := append(d.partial, p[:i]...)
