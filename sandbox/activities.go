@@ -141,7 +141,10 @@ func (a *Activities) backend(name string) (Backend, error) {
 func classify(op string, err error) error {
 	msg := fmt.Sprintf("sandbox: %s: %v", op, err)
 	switch {
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrUnauthenticated):
+		// A refused key (revoked while the worker runs) is no better for
+		// waiting: the session must move, or an operator fix the key the
+		// message names.
 		return temporal.NewNonRetryableApplicationError(msg, ErrTypeUnavailable, nil)
 	case errors.Is(err, ErrNotFound):
 		return temporal.NewNonRetryableApplicationError(msg, ErrTypeNotFound, nil)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -468,5 +469,29 @@ func TestEnsureQueuesOfCloudSandboxes(t *testing.T) {
 		if res.Handle.TaskQueue != want {
 			t.Errorf("%s: TaskQueue = %q, want %q", backend, res.Handle.TaskQueue, want)
 		}
+	}
+}
+
+// refusing is a backend whose provider refuses the key.
+type refusing struct{ sandbox.Backend }
+
+func (refusing) Name() string { return "refusing" }
+func (refusing) Create(context.Context, sandbox.Spec) (sandbox.Handle, error) {
+	return sandbox.Handle{}, fmt.Errorf("e2b: E2B_API_KEY was refused by https://api.e2b.app (401 Invalid API key): %w", sandbox.ErrUnauthenticated)
+}
+
+// A key revoked while the worker runs fails the call at once, as an
+// unavailable backend, with the message naming the variable: retrying
+// cannot help.
+func TestRefusedCredentialsAreUnavailable(t *testing.T) {
+	f := newFixture(t)
+	backends, err := sandbox.NewBackends(refusing{f.local})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.acts.Backends = backends
+	_, err = run[sandbox.EnsureResult](f.env, f.acts.Ensure, sandbox.EnsureRequest{SessionID: "s", Backend: "refusing"})
+	if ae := appErr(t, err, sandbox.ErrTypeUnavailable); !strings.Contains(ae.Error(), "E2B_API_KEY was refused") {
+		t.Fatalf("error %v does not name the variable", ae)
 	}
 }
