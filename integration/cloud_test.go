@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -339,5 +340,56 @@ func TestCloudBackendRegistration(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.setting) {
 			t.Fatalf("the start-up error does not name %s: %v", tc.setting, err)
 		}
+	}
+}
+
+// Cloud sandboxes cost money while they exist: the worker's sweeper
+// deletes those of sessions that ended without /destroy, once they are
+// older than the grace, and leaves live sessions' sandboxes alone.
+func TestCloudSweepRemovesWhatEndedSessionsLeft(t *testing.T) {
+	cl := startClouds(t)
+	e := newThreadEnv(t, false, noApprovals, cl.withClouds)
+	type pair struct{ ended, live chat.Thread }
+	threads := map[string]pair{}
+	for _, backend := range []string{"e2b", "daytona"} {
+		p := pair{e.thread("sweep-ended-" + backend), e.thread("sweep-live-" + backend)}
+		e.moveTo(p.ended, backend)
+		e.moveTo(p.live, backend)
+		for _, th := range []chat.Thread{p.ended, p.live} {
+			e.turn(th, 2, "make a sandbox",
+				fakeopenai.ToolCallStep("s-"+th.Thread, "shell", shell("echo x > f.txt")),
+				fakeopenai.FinalStep("made"))
+		}
+		if err := e.c.TerminateWorkflow(e.ctx, p.ended.ID(), "", "test: end without /destroy"); err != nil {
+			t.Fatal(err)
+		}
+		threads[backend] = p
+	}
+	// Young sandboxes stay: the session ID may start a new workflow.
+	e.worker.Sweep(e.ctx)
+	for backend, p := range threads {
+		cl.only(t, backend, p.ended)
+	}
+	old := time.Now().Add(-2 * sandbox.SweepGrace)
+	for backend, p := range threads {
+		for _, th := range []chat.Thread{p.ended, p.live} {
+			id := cl.only(t, backend, th)
+			switch backend {
+			case "e2b":
+				cl.e2b.Backdate(id, 2*sandbox.SweepGrace)
+			case "daytona":
+				cl.daytona.SetCreated(id, old)
+			}
+		}
+	}
+	swept := e.worker.Sweep(e.ctx)
+	for backend, p := range threads {
+		if ids := cl.live(backend, p.ended); len(ids) != 0 {
+			t.Errorf("%s: the ended session's sandbox survived the sweep (swept %v)", backend, swept.Sandboxes)
+		}
+		cl.only(t, backend, p.live)
+	}
+	if len(swept.Sandboxes) != 2 {
+		t.Errorf("the sweep removed %v, want the two ended sessions' sandboxes", swept.Sandboxes)
 	}
 }
