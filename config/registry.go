@@ -98,7 +98,7 @@ func Lookup(name string) (Var, bool) {
 var OtherNames = map[string]string{
 	"SANDBOT_SANDBOX":           "set by the local backend in every command's environment: the workspace path, to find escaped processes",
 	"SANDBOT_TEST_LOG":          "tests: print the integration tests' logs to stderr",
-	"SANDBOT_TEST_SECRET":       "tests: a secret the docker backend's tests expect never to reach a sandbox",
+	"SANDBOT_TEST_SECRET":       "tests: a secret of the worker's environment the docker and e2b backends' tests expect never to reach a sandbox",
 	"SANDBOT_LOCAL_HELPER_ROOT": "tests: the local backend's re-executed helper process",
 	"SANDBOT_BENCH_FILES":       "benchmarks: workspace file count of the local backend's snapshot benchmark",
 	"SANDBOT_BENCH_MB":          "benchmarks: workspace size of the local backend's snapshot benchmark",

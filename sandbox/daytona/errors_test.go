@@ -18,7 +18,7 @@ import (
 
 func TestRefusedKeyNamesTheSetting(t *testing.T) {
 	srv := fakedaytona.Start(t, fakedaytona.Options{})
-	for _, setting := range []string{"", "SANDBOT_DAYTONA_KEY"} {
+	for _, setting := range []string{"", "OTHER_DAYTONA_KEY"} {
 		b := newBackend(t, srv, daytona.Options{APIKey: "dtn_wrong", KeySetting: setting})
 		want := setting
 		if want == "" {

@@ -310,8 +310,8 @@ func TestErrorsAndSecrets(t *testing.T) {
 	if err := bad.Check(ctx); !errors.Is(err, sandbox.ErrUnauthenticated) {
 		t.Errorf("Check with a wrong key: %v", err)
 	}
-	named := newBackend(t, fake, e2b.Options{APIKey: "e2b_wrong", KeySetting: "SANDBOT_E2B_KEY"})
-	if err := named.Check(ctx); err == nil || !strings.Contains(err.Error(), "SANDBOT_E2B_KEY") {
+	named := newBackend(t, fake, e2b.Options{APIKey: "e2b_wrong", KeySetting: "OTHER_E2B_KEY"})
+	if err := named.Check(ctx); err == nil || !strings.Contains(err.Error(), "OTHER_E2B_KEY") {
 		t.Errorf("Check names %v", err)
 	}
 
@@ -369,7 +369,7 @@ func TestErrorsAndSecrets(t *testing.T) {
 
 func TestEnvironment(t *testing.T) {
 	fake := fakee2b.Start(t, fakee2b.Options{ManualExpiry: true})
-	t.Setenv("SANDBOT_WORKER_SECRET", "leak")
+	t.Setenv("SANDBOT_TEST_SECRET", "leak")
 	b := newBackend(t, fake, e2b.Options{})
 	h := sandboxtest.NewSandbox(t, b)
 	env := sandboxtest.Sh(t, b, h, "env")
@@ -378,7 +378,7 @@ func TestEnvironment(t *testing.T) {
 			t.Errorf("env lacks %s:\n%s", want, env)
 		}
 	}
-	if strings.Contains(env, "SANDBOT_WORKER_SECRET") {
+	if strings.Contains(env, "SANDBOT_TEST_SECRET") {
 		t.Error("the worker's environment reached the command")
 	}
 }
