@@ -36,7 +36,12 @@ type Activities struct {
 	// into a session some other way (pasted by a person, recorded before
 	// scrubbing existed) does not reach the model either.
 	Redactor Redactor
+	// Transcripts holds the transcripts of Stored requests (the snapshot
+	// store). Without it they live only in this worker's memory, which
+	// serves tests and a single worker until it restarts.
+	Transcripts TranscriptStore
 
+	cache  transcripts
 	cfg    Config
 	client *openai.Client
 }
@@ -77,6 +82,13 @@ func NewActivities(cfg Config) (*Activities, error) {
 // server and network failures.
 func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelResponse, err error) {
 	defer func() { err = sandbox.RedactError(a.Redactor, err) }()
+	var stored *TranscriptRef
+	skipped := 0
+	if req.Stored {
+		if req.Messages, stored, skipped, err = a.assemble(ctx, req); err != nil {
+			return ModelResponse{}, err
+		}
+	}
 	if len(req.Messages) == 0 {
 		return ModelResponse{}, nonRetryable("model request has no messages", ErrTypeModelBadRequest, "agent: complete: empty transcript")
 	}
@@ -133,7 +145,39 @@ func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelRes
 		tc := &resp.ToolCalls[i]
 		tc.ID, tc.Name, tc.Arguments = a.scrub(tc.ID), a.scrub(tc.Name), a.scrub(tc.Arguments)
 	}
+	resp.Transcript, resp.Skipped = stored, skipped
 	return resp, nil
+}
+
+// assemble builds a Stored request's transcript from its base and the new
+// messages, stores it, and returns what to send (budgeted), its ref, and
+// how many messages of the base the stored transcript leaves out. A base
+// that cannot be found or fails its digest is ErrTypeTranscriptMissing,
+// which the workflow answers by sending the transcript in full; a store
+// that does not answer is retried.
+func (a *Activities) assemble(ctx context.Context, req ModelRequest) ([]session.Message, *TranscriptRef, int, error) {
+	if req.SessionID == "" {
+		return nil, nil, 0, nonRetryable("model request stores a transcript without a session ID", ErrTypeModelBadRequest, "agent: complete: no session ID")
+	}
+	var base *cached
+	if req.Base != nil {
+		var err error
+		if base, err = a.cache.load(ctx, a.Transcripts, req.SessionID, *req.Base); err != nil {
+			if ctx.Err() != nil || errors.Is(err, errStoreUnavailable) {
+				return nil, nil, 0, fmt.Errorf("agent: complete: load transcript: %w", err)
+			}
+			return nil, nil, 0, nonRetryable(fmt.Sprintf("the stored transcript %s of this session is missing or unreadable: %v", req.Base.Digest, err),
+				ErrTypeTranscriptMissing, err.Error())
+		}
+	} else if req.Skip != 0 {
+		return nil, nil, 0, nonRetryable("model request skips messages of no base", ErrTypeModelBadRequest, "agent: complete: skip without base")
+	}
+	ref, stored, skipped, err := a.cache.extend(ctx, a.Transcripts, req.SessionID, base, req.Skip, req.Messages)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("agent: complete: %w", err)
+	}
+	current := stored[req.Skip-skipped:]
+	return Budget(current, req.ContextBytes), &ref, skipped, nil
 }
 
 func (a *Activities) once(ctx context.Context, req openai.ChatCompletionRequest) (ModelResponse, error) {

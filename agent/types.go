@@ -18,6 +18,17 @@ type ModelRequest struct {
 	// DisableTools asks for a plain answer (used when the per-turn tool
 	// call cap is reached).
 	DisableTools bool `json:"disable_tools,omitempty"`
+
+	// Stored asks the activity to keep the transcript (see
+	// transcripts.go): the transcript is Base's messages from Skip on
+	// (none without a Base) followed by Messages; the activity stores it
+	// for SessionID, answers with its ref, and fits what it sends into
+	// ContextBytes itself. Without Stored, Messages is sent as it is.
+	Stored       bool           `json:"stored,omitempty"`
+	SessionID    string         `json:"session_id,omitempty"`
+	Base         *TranscriptRef `json:"base,omitempty"`
+	Skip         int            `json:"skip,omitempty"`
+	ContextBytes int            `json:"context_bytes,omitempty"`
 }
 
 // ModelResponse is the output of Activities.Complete.
@@ -26,6 +37,11 @@ type ModelResponse struct {
 	ToolCalls    []session.ToolCall `json:"tool_calls,omitempty"`
 	FinishReason string             `json:"finish_reason,omitempty"`
 	Usage        Usage              `json:"usage"`
+	// Transcript is the stored transcript of a Stored request. Skipped is
+	// how many leading messages of the request's Base it leaves out (the
+	// ones the request skipped, when it was written whole).
+	Transcript *TranscriptRef `json:"transcript,omitempty"`
+	Skipped    int            `json:"skipped,omitempty"`
 }
 
 // Usage is the token accounting the endpoint reported.

@@ -41,6 +41,11 @@ const (
 	// sandbox is gone) goes ahead from the last snapshot, with a notice,
 	// instead of keeping the session on the unreachable backend.
 	changeSwitchFromUnreachable = "switch-from-unreachable"
+	// changeTranscriptRefs: model calls send a reference to the transcript
+	// the model activity stored at the previous call plus the messages
+	// added since, instead of the whole budgeted transcript (history was
+	// quadratic in a turn's length). Decided once per run, at its start.
+	changeTranscriptRefs = "transcript-refs"
 )
 
 // PolicyActivities serves the worker's session policy to session runs. It

@@ -20,8 +20,11 @@ type sessionRun struct {
 	// watchLease: this run keeps finished, unposted turns indexed as
 	// needing the bot (changeWatchLease).
 	watchLease bool
-	log        log.Logger
-	id         string
+	// transcriptRefs: this run's model calls carry a stored transcript's
+	// ref and the messages added since (changeTranscriptRefs).
+	transcriptRefs bool
+	log            log.Logger
+	id             string
 	// queue is this workflow's task queue; activity queues derive from it.
 	queue string
 
@@ -49,6 +52,7 @@ type sessionRun struct {
 func Session(ctx workflow.Context, in Input) (session.SessionResult, error) {
 	s := newSession(ctx, in)
 	s.watchLease = workflow.GetVersion(ctx, changeWatchLease, workflow.DefaultVersion, 1) >= 1
+	s.transcriptRefs = workflow.GetVersion(ctx, changeTranscriptRefs, workflow.DefaultVersion, 1) >= 1
 	if err := s.register(ctx); err != nil {
 		return session.SessionResult{}, err
 	}

@@ -3,6 +3,7 @@ package workflows
 import (
 	"time"
 
+	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/sandbox"
 	"github.com/sandbot/sandbot/session"
 )
@@ -29,6 +30,15 @@ type State struct {
 	Runs int `json:"runs"`
 
 	Transcript []session.HistoryEntry `json:"transcript,omitempty"`
+	// Appended counts the transcript entries ever appended, so an entry
+	// keeps its position (Appended-len(Transcript) is the first one's)
+	// while the oldest are trimmed.
+	Appended int `json:"appended,omitempty"`
+	// ModelRef is the transcript the model activity stored at the last
+	// call, whose first message is entry ModelRefFirst (a position as
+	// Appended counts them); the next call sends it and what came after.
+	ModelRef      *agent.TranscriptRef `json:"model_ref,omitempty"`
+	ModelRefFirst int                  `json:"model_ref_first,omitempty"`
 	// Queue holds messages waiting for the next turn.
 	Queue []QueuedMessage `json:"queue,omitempty"`
 	// Seen remembers recent event IDs and the turn that took them.
@@ -120,6 +130,7 @@ func (st *State) recordDecision(d session.DecisionRecord) {
 // appendTranscript adds an entry and trims the oldest entries past the
 // transcript limit, never leaving a tool result without its call.
 func (st *State) appendTranscript(e session.HistoryEntry) {
+	st.Appended = max(st.Appended, len(st.Transcript)) + 1
 	st.Transcript = append(st.Transcript, e)
 	limit := st.Settings.TranscriptLimitBytes
 	total := 0
@@ -138,6 +149,11 @@ func (st *State) appendTranscript(e session.HistoryEntry) {
 	if drop > 0 {
 		st.Transcript = append([]session.HistoryEntry(nil), st.Transcript[drop:]...)
 	}
+}
+
+// firstPosition is the position of Transcript[0] as Appended counts.
+func (st *State) firstPosition() int {
+	return max(st.Appended, len(st.Transcript)) - len(st.Transcript)
 }
 
 func entrySize(e session.HistoryEntry) int {

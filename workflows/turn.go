@@ -88,14 +88,51 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 	s.touch()
 }
 
+// callModel asks the model for the next step. Runs from
+// changeTranscriptRefs on send the transcript stored at the previous call
+// by reference, with the entries added since; a stored transcript that has
+// gone missing is answered by sending the whole transcript once more.
+func (s *sessionRun) callModel(ctx workflow.Context, limitHit bool) (agent.ModelResponse, error) {
+	msgs := s.modelMessages()
+	var resp agent.ModelResponse
+	if !s.transcriptRefs {
+		req := agent.ModelRequest{Messages: agent.Budget(msgs, s.st.Settings.ContextBytes), DisableTools: limitHit}
+		err := workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.Complete, req).Get(ctx, &resp)
+		return resp, err
+	}
+	first := s.st.firstPosition()
+	req := agent.ModelRequest{Messages: msgs, DisableTools: limitHit, Stored: true, SessionID: s.id, ContextBytes: s.st.Settings.ContextBytes}
+	baseFirst := first
+	if ref := s.st.ModelRef; ref != nil {
+		skip, end := first-s.st.ModelRefFirst, s.st.ModelRefFirst+ref.Count
+		if skip >= 0 && skip < ref.Count && end >= first && end <= first+len(msgs) {
+			req.Base, req.Skip, req.Messages, baseFirst = ref, skip, msgs[end-first:], s.st.ModelRefFirst
+		}
+	}
+	err := workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.Complete, req).Get(ctx, &resp)
+	var ae *temporal.ApplicationError
+	if err != nil && req.Base != nil && errors.As(err, &ae) && ae.Type() == agent.ErrTypeTranscriptMissing && ctx.Err() == nil {
+		s.notice("The stored copy of this conversation was missing (%s); sent it to the model in full instead.", userError(err))
+		req.Base, req.Skip, req.Messages, baseFirst = nil, 0, msgs, first
+		resp = agent.ModelResponse{}
+		err = workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.Complete, req).Get(ctx, &resp)
+	}
+	if err != nil {
+		return resp, err
+	}
+	if resp.Transcript != nil {
+		s.st.ModelRef, s.st.ModelRefFirst = resp.Transcript, baseFirst+resp.Skipped
+	}
+	return resp, nil
+}
+
 // agentLoop is model → tools → model until the model answers.
 func (s *sessionRun) agentLoop(ctx workflow.Context) (string, error) {
 	calls := 0
 	limitHit := false
 	for {
-		req := agent.ModelRequest{Messages: agent.Budget(s.modelMessages(), s.st.Settings.ContextBytes), DisableTools: limitHit}
-		var resp agent.ModelResponse
-		if err := workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.Complete, req).Get(ctx, &resp); err != nil {
+		resp, err := s.callModel(ctx, limitHit)
+		if err != nil {
 			if ctx.Err() != nil {
 				return "", errStopped
 			}

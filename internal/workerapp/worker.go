@@ -97,6 +97,9 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 		_ = store.Close()
 		return nil, fmt.Errorf("worker: snapshot store (SANDBOT_SANDBOX_SNAPSHOT_URL): %w", err)
 	}
+	// Model calls keep their transcripts next to the snapshots (see
+	// agent.TranscriptStore), so history holds each message about once.
+	models.Transcripts = store
 	w := &Worker{HostQueue: session.HostQueue(cfg.Temporal.TaskQueue, cfg.Sandbox.HostID), Unavailable: map[string]string{}, store: store, client: c,
 		namespace: cfg.Temporal.Namespace, taskQueue: cfg.Temporal.TaskQueue, log: log}
 	if cfg.Sandbox.SingleHost {

@@ -1,0 +1,148 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/sandbot/sandbot/config"
+	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
+	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/session"
+)
+
+// historyBytes sums the history size of every run of a session.
+func historyBytes(t testing.TB, ctx context.Context, c client.Client, workflowID string) int64 {
+	t.Helper()
+	var total int64
+	runID := ""
+	for {
+		d, err := c.DescribeWorkflowExecution(ctx, workflowID, runID)
+		if err != nil {
+			t.Fatalf("describe %s %s: %v", workflowID, runID, err)
+		}
+		info := d.GetWorkflowExecutionInfo()
+		total += info.GetHistorySizeBytes()
+		iter := c.GetWorkflowHistory(ctx, workflowID, info.GetExecution().GetRunId(), false, 0)
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev := ev.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+		if prev == "" {
+			return total
+		}
+		runID = prev
+	}
+}
+
+// bigCalls are n tool calls that each print size bytes, then a final answer.
+func bigCalls(prefix string, n, size int) []fakeopenai.Step {
+	var steps []fakeopenai.Step
+	for i := range n {
+		steps = append(steps, fakeopenai.ToolCallStep(fmt.Sprintf("%s-%d", prefix, i), "shell",
+			shell(fmt.Sprintf("head -c %d /dev/zero | tr '\\0' %c", size, 'a'+i%26))))
+	}
+	return append(steps, fakeopenai.FinalStep("done"))
+}
+
+// Durable history grows with the work, not with its square: each tool
+// output is stored about once, and a model call's input is a reference to
+// the transcript stored at the previous call plus what is new. Before,
+// one turn of 30 calls printing 12 KB each wrote 7.2 MB of history.
+func TestHistoryIsLinearInTheWork(t *testing.T) {
+	e := newThreadEnv(t, false, noApprovals, func(c *config.Config) { c.Session.MaxToolCalls = 100 })
+	one := e.thread("history-one-turn")
+	e.turn(one, 1, "thirty big calls", bigCalls("big", 30, 12000)...)
+	oneTurn := historyBytes(t, e.ctx, e.c, one.ID())
+
+	ten := e.thread("history-ten-turns")
+	for n := 1; n <= 10; n++ {
+		e.turn(ten, n, fmt.Sprint("ten big calls, turn ", n), bigCalls(fmt.Sprint("t", n), 10, 12000)...)
+	}
+	tenTurns := historyBytes(t, e.ctx, e.c, ten.ID())
+	t.Logf("history: 1 turn x 30 calls x 12 KB = %d bytes; 10 turns x 10 calls x 12 KB = %d bytes", oneTurn, tenTurns)
+	if oneTurn > 1_500_000 {
+		t.Errorf("one turn of 30 calls of 12 KB wrote %d bytes of history, want under 1.5 MB", oneTurn)
+	}
+	// 100 calls against 30: linear growth keeps the bytes per call about
+	// the same (the ten turns add per-turn work: snapshots, messages).
+	perCallOne, perCallTen := float64(oneTurn)/30, float64(tenTurns)/100
+	if perCallTen > 1.5*perCallOne {
+		t.Errorf("history per call grew from %.0f (30 calls) to %.0f bytes (100 calls over 10 turns): not linear", perCallOne, perCallTen)
+	}
+}
+
+// The stored transcript holds up when the worker that makes the next call
+// has never seen it (a restart, another host), and /destroy deletes it.
+func TestStoredTranscriptSurvivesAWorkerRestartAndGoesWithDestroy(t *testing.T) {
+	e := newThreadEnv(t, false, noApprovals)
+	th := e.thread("transcript-restart")
+	e.turn(th, 1, "the first request, to remember",
+		fakeopenai.ToolCallStep("r1", "shell", shell("echo one")),
+		fakeopenai.FinalStep("first answer"))
+	chunks := func() []string {
+		dir := filepath.Join(strings.TrimPrefix(e.cfg.Sandbox.SnapshotURL, "file://"), sandbox.SessionPrefix(th.ID()), "transcript")
+		files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+		return files
+	}
+	if len(chunks()) == 0 {
+		t.Fatal("the model calls stored no transcript")
+	}
+	// A new worker process: nothing cached.
+	e.worker.Stop()
+	e.startWorker()
+	e.turn(th, 2, "and the second",
+		fakeopenai.ToolCallStep("r2", "shell", shell("echo two")),
+		fakeopenai.FinalStep("second answer"))
+	last, _ := e.model.LastRequest()
+	var got []string
+	for _, m := range last.Body.Messages {
+		got = append(got, m.Content)
+	}
+	joined := strings.Join(got, "\n")
+	for _, want := range []string{"the first request, to remember", "first answer", "and the second"} {
+		if !strings.Contains(joined, want) {
+			t.Fatalf("after the restart the model did not get %q: %q", want, got)
+		}
+	}
+	if r := e.command(th, "/destroy confirm"); !strings.Contains(r, "Session destroyed") {
+		t.Fatalf("/destroy confirm replied %q", r)
+	}
+	var res session.SessionResult
+	if err := e.c.GetWorkflow(e.ctx, th.ID(), "").Get(e.ctx, &res); err != nil || !res.Destroyed {
+		t.Fatalf("workflow result %+v, %v", res, err)
+	}
+	if left := regularFiles(t, strings.TrimPrefix(e.cfg.Sandbox.SnapshotURL, "file://")); len(left) != 0 {
+		t.Fatalf("/destroy left objects in the store: %q", left)
+	}
+}
+
+// A stored transcript deleted by hand costs the session nothing but a
+// notice: the call goes out with the whole transcript.
+func TestMissingStoredTranscript(t *testing.T) {
+	e := newThreadEnv(t, false, noApprovals)
+	th := e.thread("transcript-missing")
+	e.turn(th, 1, "remember me",
+		fakeopenai.FinalStep("remembered"))
+	dir := filepath.Join(strings.TrimPrefix(e.cfg.Sandbox.SnapshotURL, "file://"), sandbox.SessionPrefix(th.ID()), "transcript")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	// Without a cache, as after a restart.
+	e.worker.Stop()
+	e.startWorker()
+	ts := e.turn(th, 2, "still there?", fakeopenai.FinalStep("yes"))
+	if ts.FinalText != "yes" || !hasNotice(ts, "stored copy of this conversation was missing") {
+		t.Fatalf("turn 2: %s", dump(ts))
+	}
+	last, _ := e.model.LastRequest()
+	if !strings.Contains(fmt.Sprint(last.Body.Messages), "remember me") {
+		t.Fatalf("the model lost the first message: %v", last.Body.Messages)
+	}
+}
