@@ -32,7 +32,7 @@ var updateHistories = flag.Bool("update-histories", false, "write this generatio
 // v1 is the code before worker-owned policies; v2 has the worker-policy,
 // frozen-approval-decision and destroy-before-continue-as-new changes
 // (and signed-decisions); v3 adds watch-lease.
-const historyGeneration = 3
+const historyGeneration = 4
 
 // historyDir is where the replay test in package workflows reads them.
 const historyDir = "../workflows/testdata/histories"
