@@ -177,7 +177,12 @@ func (a *Activities) assemble(ctx context.Context, req ModelRequest) ([]session.
 		return nil, nil, 0, fmt.Errorf("agent: complete: %w", err)
 	}
 	current := stored[req.Skip-skipped:]
-	return Budget(current, req.ContextBytes), &ref, skipped, nil
+	w := a.cfg.Window
+	if req.ContextBytes > 0 {
+		// The session's byte cap, in the estimate's units.
+		w = w.Cap(req.ContextBytes / 3)
+	}
+	return Fit(current, w), &ref, skipped, nil
 }
 
 func (a *Activities) once(ctx context.Context, req openai.ChatCompletionRequest) (ModelResponse, error) {

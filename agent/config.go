@@ -41,6 +41,10 @@ type Config struct {
 	RequestTimeout time.Duration
 	// HTTPClient is used for requests; nil means a plain http.Client.
 	HTTPClient *http.Client
+	// Window is the model's context window; what a call sends is fitted
+	// into it (see Fit). Zero fields take DefaultContextTokens and
+	// DefaultAnswerTokens.
+	Window Window
 }
 
 // DefaultRequestTimeout bounds a model call when Config.RequestTimeout is

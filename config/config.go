@@ -105,6 +105,9 @@ type Model struct {
 	Timeout time.Duration
 	// Attempts bounds retries of retryable failures (429, 5xx, network).
 	Attempts int
+	// ContextTokens is the model's context window, AnswerTokens the part
+	// of it kept for the answer.
+	ContextTokens, AnswerTokens int
 }
 
 // Session is the session policy (read by the worker) plus the approvers

@@ -143,6 +143,26 @@ var coreVars = []Var{
 		Doc:   "attempts per model call; retries of 408/409/429/5xx honour Retry-After",
 		field: func(c *Config) any { return &c.Model.Attempts },
 		check: func(c *Config, p *probs) { checkMin(p, c.Model.Attempts, 1, "attempts") }},
+	// The window's defaults are package agent's (a zero value takes them).
+	{Name: "SANDBOT_MODEL_CONTEXT_TOKENS", DefaultDoc: "128000", Readers: worker,
+		Doc:   "the model's context window in tokens; what a call sends is fitted into it (old outputs cut first, then old tool calls folded, then the oldest exchanges dropped)",
+		field: func(c *Config) any { return &c.Model.ContextTokens },
+		check: func(c *Config, p *probs) {
+			if c.Model.ContextTokens != 0 {
+				checkMin(p, c.Model.ContextTokens, 2048, "tokens")
+			}
+		}},
+	{Name: "SANDBOT_MODEL_ANSWER_TOKENS", DefaultDoc: "8192", Readers: worker,
+		Doc:   "tokens of the context window kept free for the model's answer",
+		field: func(c *Config) any { return &c.Model.AnswerTokens },
+		check: func(c *Config, p *probs) {
+			if c.Model.AnswerTokens != 0 {
+				checkMin(p, c.Model.AnswerTokens, 256, "tokens")
+			}
+			if c.Model.AnswerTokens > 0 && c.Model.ContextTokens > 0 && c.Model.AnswerTokens >= c.Model.ContextTokens {
+				p.add("%d is not below SANDBOT_MODEL_CONTEXT_TOKENS (%d); keep room for the conversation, e.g. an eighth of the window", c.Model.AnswerTokens, c.Model.ContextTokens)
+			}
+		}},
 
 	// Temporal.
 	{Name: "SANDBOT_TEMPORAL_ADDRESS", Default: "127.0.0.1:7233", Readers: RoleWorker | RoleBot,

@@ -75,6 +75,7 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 		m, err := agent.NewActivities(agent.Config{
 			BaseURL: cfg.Model.BaseURL, APIKey: cfg.Model.APIKey, Model: cfg.Model.Name,
 			Stream: cfg.Model.Stream, RequestTimeout: cfg.Model.Timeout,
+			Window: agent.Window{ContextTokens: cfg.Model.ContextTokens, AnswerTokens: cfg.Model.AnswerTokens},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("worker: model: %w", err)
