@@ -62,6 +62,13 @@ func statusCard(p Poster, id string, info session.Info, ts session.TurnState, ui
 		}
 		fields = append(fields, Field{Label: "Sandbox", Value: sandbox})
 	}
+	if u := info.Usage; u.Calls > 0 {
+		v := usageText(u)
+		if l := ts.Usage; l.Calls > 0 && l != u {
+			v += "; last turn " + usageText(l)
+		}
+		fields = append(fields, Field{Label: "Tokens", Value: v})
+	}
 	if info.Parent != "" {
 		from := info.Parent
 		if loc, err := session.ParseID(info.Parent); err == nil {
@@ -75,4 +82,25 @@ func statusCard(p Poster, id string, info session.Info, ts session.TurnState, ui
 	}
 	card.Blocks = append(card.Blocks, Block{Kind: BlockContext, Text: "Workflow `" + id + "`"})
 	return card
+}
+
+// usageText is a Usage as "12,345 in · 678 out (3 calls)".
+func usageText(u session.Usage) string {
+	calls := "calls"
+	if u.Calls == 1 {
+		calls = "call"
+	}
+	return fmt.Sprintf("%s in · %s out (%d %s)", thousands(u.PromptTokens), thousands(u.CompletionTokens), u.Calls, calls)
+}
+
+// thousands writes n with comma separators.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -146,3 +146,38 @@ func TestMissingStoredTranscript(t *testing.T) {
 		t.Fatalf("the model lost the first message: %v", last.Body.Messages)
 	}
 }
+
+// What the model reports each call costs is added up per turn and per
+// session, and /status shows it.
+func TestUsageIsRecordedAndShown(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.Session.ApprovalMode = "never" })
+	th := s.thread("usage")
+	s.model.Push(fakeopenai.ToolCallStep("u1", "shell", shell("true")), fakeopenai.FinalStep("one"))
+	s.say(th, "ev-1", "first")
+	s.waitState(th, "turn 1", func(ts session.TurnState) bool { return ts.Turn == 1 && done(ts) })
+	s.model.Push(fakeopenai.FinalStep("two"))
+	s.say(th, "ev-2", "second")
+	last := s.waitState(th, "turn 2", func(ts session.TurnState) bool { return ts.Turn == 2 && done(ts) })
+	if last.Usage.Calls != 1 || last.Usage.PromptTokens == 0 || last.Usage.CompletionTokens == 0 {
+		t.Fatalf("turn 2's usage: %+v", last.Usage)
+	}
+	info := s.info(th)
+	if info.Usage.Calls != 3 || info.Usage.PromptTokens <= last.Usage.PromptTokens {
+		t.Fatalf("the session's usage after 3 model calls: %+v (last turn %+v)", info.Usage, last.Usage)
+	}
+	s.say(th, "ev-3", "/status")
+	var status string
+	s.poster.waitFor(t, "the /status reply", func(posts []posted, _ []string) bool {
+		for _, p := range posts {
+			for _, c := range p.Cards {
+				if x := cardText(c); strings.Contains(x, "Tokens") {
+					status = x
+				}
+			}
+		}
+		return status != ""
+	})
+	if !strings.Contains(status, "(3 calls)") || !strings.Contains(status, "last turn") {
+		t.Fatalf("/status reads %q", status)
+	}
+}

@@ -86,6 +86,8 @@ type DecisionRecord struct {
 // visible change, so a poller renders only when it moves.
 type TurnState struct {
 	Turn    int        `json:"turn"`
+	// Usage is what this turn's model calls cost, as the model reported.
+	Usage Usage `json:"usage,omitzero"`
 	Version int64      `json:"version"`
 	Status  TurnStatus `json:"status"`
 	// ToolCalls are in the order the model asked for them.
@@ -162,4 +164,19 @@ type Info struct {
 	// SandboxWarning is set when the sandbox is unconfined or shares the
 	// host's network.
 	SandboxWarning string `json:"sandbox_warning,omitempty"`
+	// Usage is what the session's model calls cost so far.
+	Usage Usage `json:"usage,omitzero"`
+}
+
+// Usage is the token accounting of model calls, as the model endpoint
+// reported it (an endpoint that reports none leaves it zero).
+type Usage struct {
+	Calls            int `json:"calls,omitempty"`
+	PromptTokens     int `json:"prompt_tokens,omitempty"`
+	CompletionTokens int `json:"completion_tokens,omitempty"`
+}
+
+// Add returns u plus one call's prompt and completion tokens.
+func (u Usage) Add(prompt, completion int) Usage {
+	return Usage{Calls: u.Calls + 1, PromptTokens: u.PromptTokens + prompt, CompletionTokens: u.CompletionTokens + completion}
 }

@@ -146,6 +146,7 @@ func (s *sessionRun) info(ctx workflow.Context) session.Info {
 		Suspended:      s.st.Suspended,
 		Confinement:    s.st.Confinement,
 		SandboxWarning: s.st.SandboxWarning,
+		Usage:          s.st.Usage,
 	}
 }
 

@@ -69,6 +69,8 @@ type State struct {
 	// sandbox.EnsureResult.Warning).
 	SandboxWarning string `json:"sandbox_warning,omitempty"`
 
+	// Usage is what the session's model calls cost so far.
+	Usage session.Usage `json:"usage,omitzero"`
 	// Last is the current (or last) turn as the bot sees it.
 	Last session.TurnState `json:"last"`
 }

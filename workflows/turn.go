@@ -98,6 +98,9 @@ func (s *sessionRun) callModel(ctx workflow.Context, limitHit bool) (agent.Model
 	if !s.transcriptRefs {
 		req := agent.ModelRequest{Messages: agent.Budget(msgs, s.st.Settings.ContextBytes), DisableTools: limitHit}
 		err := workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.Complete, req).Get(ctx, &resp)
+		if err == nil {
+			s.countUsage(resp)
+		}
 		return resp, err
 	}
 	first := s.st.firstPosition()
@@ -123,7 +126,15 @@ func (s *sessionRun) callModel(ctx workflow.Context, limitHit bool) (agent.Model
 	if resp.Transcript != nil {
 		s.st.ModelRef, s.st.ModelRefFirst = resp.Transcript, baseFirst+resp.Skipped
 	}
+	s.countUsage(resp)
 	return resp, nil
+}
+
+// countUsage adds a model call's reported tokens to the turn and the
+// session.
+func (s *sessionRun) countUsage(resp agent.ModelResponse) {
+	s.st.Last.Usage = s.st.Last.Usage.Add(resp.Usage.PromptTokens, resp.Usage.CompletionTokens)
+	s.st.Usage = s.st.Usage.Add(resp.Usage.PromptTokens, resp.Usage.CompletionTokens)
 }
 
 // agentLoop is model → tools → model until the model answers.
