@@ -85,9 +85,9 @@ type DecisionRecord struct {
 // TurnState is what the bot polls (QueryTurnState). Version changes on every
 // visible change, so a poller renders only when it moves.
 type TurnState struct {
-	Turn    int        `json:"turn"`
+	Turn int `json:"turn"`
 	// Usage is what this turn's model calls cost, as the model reported.
-	Usage Usage `json:"usage,omitzero"`
+	Usage   Usage      `json:"usage,omitzero"`
 	Version int64      `json:"version"`
 	Status  TurnStatus `json:"status"`
 	// ToolCalls are in the order the model asked for them.
