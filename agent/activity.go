@@ -83,9 +83,9 @@ func NewActivities(cfg Config) (*Activities, error) {
 func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelResponse, err error) {
 	defer func() { err = sandbox.RedactError(a.Redactor, err) }()
 	var stored *TranscriptRef
-	skipped := 0
+	skipped, dropped := 0, 0
 	if req.Stored {
-		if req.Messages, stored, skipped, err = a.assemble(ctx, req); err != nil {
+		if req.Messages, stored, skipped, dropped, err = a.assemble(ctx, req); err != nil {
 			return ModelResponse{}, err
 		}
 	}
@@ -145,7 +145,7 @@ func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelRes
 		tc := &resp.ToolCalls[i]
 		tc.ID, tc.Name, tc.Arguments = a.scrub(tc.ID), a.scrub(tc.Name), a.scrub(tc.Arguments)
 	}
-	resp.Transcript, resp.Skipped = stored, skipped
+	resp.Transcript, resp.Skipped, resp.Dropped = stored, skipped, dropped
 	return resp, nil
 }
 
@@ -155,34 +155,66 @@ func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelRes
 // that cannot be found or fails its digest is ErrTypeTranscriptMissing,
 // which the workflow answers by sending the transcript in full; a store
 // that does not answer is retried.
-func (a *Activities) assemble(ctx context.Context, req ModelRequest) ([]session.Message, *TranscriptRef, int, error) {
+func (a *Activities) assemble(ctx context.Context, req ModelRequest) ([]session.Message, *TranscriptRef, int, int, error) {
 	if req.SessionID == "" {
-		return nil, nil, 0, nonRetryable("model request stores a transcript without a session ID", ErrTypeModelBadRequest, "agent: complete: no session ID")
+		return nil, nil, 0, 0, nonRetryable("model request stores a transcript without a session ID", ErrTypeModelBadRequest, "agent: complete: no session ID")
 	}
 	var base *cached
 	if req.Base != nil {
 		var err error
 		if base, err = a.cache.load(ctx, a.Transcripts, req.SessionID, *req.Base); err != nil {
 			if ctx.Err() != nil || errors.Is(err, errStoreUnavailable) {
-				return nil, nil, 0, fmt.Errorf("agent: complete: load transcript: %w", err)
+				return nil, nil, 0, 0, fmt.Errorf("agent: complete: load transcript: %w", err)
 			}
-			return nil, nil, 0, nonRetryable(fmt.Sprintf("the stored transcript %s of this session is missing or unreadable: %v", req.Base.Digest, err),
+			return nil, nil, 0, 0, nonRetryable(fmt.Sprintf("the stored transcript %s of this session is missing or unreadable: %v", req.Base.Digest, err),
 				ErrTypeTranscriptMissing, err.Error())
 		}
 	} else if req.Skip != 0 {
-		return nil, nil, 0, nonRetryable("model request skips messages of no base", ErrTypeModelBadRequest, "agent: complete: skip without base")
+		return nil, nil, 0, 0, nonRetryable("model request skips messages of no base", ErrTypeModelBadRequest, "agent: complete: skip without base")
 	}
 	ref, stored, skipped, err := a.cache.extend(ctx, a.Transcripts, req.SessionID, base, req.Skip, req.Messages)
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("agent: complete: %w", err)
+		return nil, nil, 0, 0, fmt.Errorf("agent: complete: %w", err)
 	}
 	current := stored[req.Skip-skipped:]
-	w := a.cfg.Window
+	w := a.window()
 	if req.ContextBytes > 0 {
 		// The session's byte cap, in the estimate's units.
 		w = w.Cap(req.ContextBytes / 3)
 	}
-	return Fit(current, w), &ref, skipped, nil
+	fitted, dropped := FitReport(current, w)
+	if dropped > 0 && req.Compactable {
+		return nil, nil, 0, 0, nonRetryable(fmt.Sprintf("the conversation (%d messages, about %d tokens) does not fit the model's window of %d tokens", len(current), TranscriptTokens(current), w.Available()),
+			ErrTypeNeedsCompaction, "agent: complete: needs compaction")
+	}
+	return fitted, &ref, skipped, dropped, nil
+}
+
+// window is the configured window less the system prompt, which every
+// request carries on top of the transcript.
+func (a *Activities) window() Window {
+	w := a.cfg.Window
+	return w.Cap(w.Available() - MessageTokens(session.Message{Role: session.RoleSystem, Content: a.cfg.SystemPrompt}))
+}
+
+// Compact summarises the oldest part of a conversation (the workflow
+// replaces it by the summary, once, in the transcript). The part is
+// fitted into the window first, so a conversation of any length can be
+// compacted; the model is asked for a plain answer.
+func (a *Activities) Compact(ctx context.Context, req CompactRequest) (CompactResponse, error) {
+	if len(req.Messages) == 0 {
+		return CompactResponse{}, nonRetryable("nothing to compact", ErrTypeModelBadRequest, "agent: compact: no messages")
+	}
+	msgs := append(append([]session.Message(nil), req.Messages...), session.Message{Role: session.RoleUser, Content: compactPrompt})
+	resp, err := a.Complete(ctx, ModelRequest{Messages: Fit(msgs, a.window()), DisableTools: true})
+	if err != nil {
+		return CompactResponse{}, err
+	}
+	summary := strings.TrimSpace(resp.Content)
+	if summary == "" {
+		return CompactResponse{}, nonRetryable("the model wrote an empty summary", ErrTypeModelBadResponse, "agent: compact: empty summary")
+	}
+	return CompactResponse{Summary: summary, Usage: resp.Usage}, nil
 }
 
 func (a *Activities) once(ctx context.Context, req openai.ChatCompletionRequest) (ModelResponse, error) {

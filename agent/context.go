@@ -130,10 +130,18 @@ func cutRunes(s string, n int, start bool) string {
 // but its own older tool outputs are elided too when the turn alone is
 // too big. msgs is never modified.
 func Fit(msgs []session.Message, w Window) []session.Message {
+	out, _ := FitReport(msgs, w)
+	return out
+}
+
+// FitReport is Fit that also says how many messages of msgs it dropped
+// whole (its last resort): a conversation that needs that is due for
+// compaction.
+func FitReport(msgs []session.Message, w Window) ([]session.Message, int) {
 	limit := w.Available()
 	total := TranscriptTokens(msgs)
 	if total <= limit {
-		return msgs
+		return msgs, 0
 	}
 	out := append([]session.Message(nil), msgs...)
 	current := currentStart(out)
@@ -163,7 +171,7 @@ func Fit(msgs []session.Message, w Window) []session.Message {
 		}
 	}
 	if total <= limit {
-		return out
+		return out, 0
 	}
 
 	// 2. Old tool calls: an assistant message that called tools, and their
@@ -183,18 +191,29 @@ func Fit(msgs []session.Message, w Window) []session.Message {
 		current -= j - i - 1
 	}
 	if total <= limit {
-		return out
+		return out, 0
 	}
 
 	// 3. Whole exchanges, oldest first, with a note of how many messages
 	// went; the current exchange stays.
-	return dropOldest(out, total, limit)
+	kept := dropOldest(out, total, limit)
+	dropped := len(out) - len(kept)
+	if len(kept) > 0 && isOmittedNote(kept[0]) {
+		dropped++
+	}
+	return kept, max(dropped, 0)
 }
 
 // dropOldest drops whole exchanges from the start of msgs (total tokens)
 // until the rest and a note saying so fit limit, or only the current
 // exchange is left.
 func dropOldest(msgs []session.Message, total, limit int) []session.Message {
+	if len(msgs) > 1 && msgs[0].Role == session.RoleUser && strings.HasPrefix(msgs[0].Content, CompactNotePrefix) {
+		// A compaction's summary stands for everything before it: it goes
+		// last, with the current exchange.
+		note := MessageTokens(msgs[0])
+		return append([]session.Message{msgs[0]}, dropOldest(msgs[1:], total-note, limit-note)...)
+	}
 	starts := exchangeStarts(msgs)
 	if len(starts) == 0 {
 		return msgs
@@ -274,3 +293,26 @@ func outcome(result string) string {
 	}
 	return "done"
 }
+
+// CompactRequest asks for the oldest part of a conversation to be
+// summarised.
+type CompactRequest struct {
+	Messages []session.Message `json:"messages"`
+}
+
+// CompactResponse is the summary that replaces them.
+type CompactResponse struct {
+	Summary string `json:"summary"`
+	Usage   Usage  `json:"usage"`
+}
+
+// compactPrompt asks the model for a summary it can continue from.
+const compactPrompt = `The conversation above no longer fits your context window. Write a summary of it that lets you continue the work without it:
+- every request the user made, the first one quoted word for word, and whether it was done;
+- decisions taken and why, and what the user approved or refused;
+- the files created or changed and their state; commands that matter and what they showed;
+- what is still open.
+Write plain text, at most 500 words. Do not call tools.`
+
+// CompactNotePrefix starts the transcript entry a summary becomes.
+const CompactNotePrefix = "[Summary of the earlier conversation, written when it no longer fit the model's context:"

@@ -45,6 +45,11 @@ type TranscriptStore interface {
 // it). Not retryable; the workflow sends the transcript in full instead.
 const ErrTypeTranscriptMissing = "TranscriptMissing"
 
+// ErrTypeNeedsCompaction: a Compactable request does not fit the window
+// without leaving whole exchanges out. Not retryable; the workflow
+// compacts the conversation and asks again.
+const ErrTypeNeedsCompaction = "NeedsCompaction"
+
 // rebaseDepth bounds a chain: every rebaseDepth-th chunk holds its whole
 // transcript, so a worker without a cache reads at most this many chunks.
 const rebaseDepth = 32

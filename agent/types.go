@@ -29,6 +29,10 @@ type ModelRequest struct {
 	Base         *TranscriptRef `json:"base,omitempty"`
 	Skip         int            `json:"skip,omitempty"`
 	ContextBytes int            `json:"context_bytes,omitempty"`
+	// Compactable asks a Stored request that would have to leave whole
+	// exchanges out to fit the window to fail with
+	// ErrTypeNeedsCompaction instead, so the workflow compacts first.
+	Compactable bool `json:"compactable,omitempty"`
 }
 
 // ModelResponse is the output of Activities.Complete.
@@ -42,6 +46,10 @@ type ModelResponse struct {
 	// ones the request skipped, when it was written whole).
 	Transcript *TranscriptRef `json:"transcript,omitempty"`
 	Skipped    int            `json:"skipped,omitempty"`
+	// Dropped counts the messages of a Stored request's transcript that
+	// had to be left out whole to fit the context window: the
+	// conversation is due for compaction.
+	Dropped int `json:"dropped,omitempty"`
 }
 
 // Usage is the token accounting the endpoint reported.

@@ -16,9 +16,12 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/config"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
+	"github.com/sandbot/sandbot/sandbox"
+	"github.com/sandbot/sandbot/sandbox/local"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -62,6 +65,95 @@ func floorWorkflow(ctx workflow.Context, n int) (time.Duration, error) {
 	return workflow.Now(ctx).Sub(start), nil
 }
 
+// workFloor is the second floor: activities that do the same real work as
+// a turn's, with none of sandbot's orchestration around them (no state,
+// queries, approval checks or snapshot decisions). Its model activity
+// makes the same HTTP call to a fake model with a transcript grown the
+// same way, its exec runs `true` through the same local backend, and its
+// last activity fingerprints the workspace as the end-of-turn snapshot
+// does (the workspace is unchanged, so nothing is written).
+type workFloor struct {
+	model   *agent.Activities
+	backend sandbox.Backend
+	handle  sandbox.Handle
+}
+
+func (f *workFloor) FloorModel(ctx context.Context, msgs []session.Message) error {
+	_, err := f.model.Complete(ctx, agent.ModelRequest{Messages: msgs})
+	return err
+}
+
+func (f *workFloor) FloorExec(ctx context.Context) error {
+	_, err := f.backend.Exec(ctx, f.handle, sandbox.Cmd{Command: "true"})
+	return err
+}
+
+func (f *workFloor) FloorFingerprint(ctx context.Context) error {
+	_, err := f.backend.(sandbox.Fingerprinter).Fingerprint(ctx, f.handle)
+	return err
+}
+
+// workFloorWorkflow runs calls rounds of model call + exec, a last model
+// call and a fingerprint, as a turn of calls tool calls does, and returns
+// the workflow time it took.
+func workFloorWorkflow(ctx workflow.Context, calls int) (time.Duration, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	var f *workFloor
+	start := workflow.Now(ctx)
+	msgs := []session.Message{{Role: session.RoleUser, Content: "go"}}
+	for i := 0; i <= calls; i++ {
+		if err := workflow.ExecuteActivity(ctx, f.FloorModel, msgs).Get(ctx, nil); err != nil {
+			return 0, err
+		}
+		if i == calls {
+			break
+		}
+		if err := workflow.ExecuteActivity(ctx, f.FloorExec).Get(ctx, nil); err != nil {
+			return 0, err
+		}
+		id := fmt.Sprintf("call_%d", i)
+		msgs = append(msgs,
+			session.Message{Role: session.RoleAssistant, ToolCalls: []session.ToolCall{{ID: id, Name: "shell", Arguments: shell("true")}}},
+			session.Message{Role: session.RoleTool, ToolCallID: id, Name: "shell", Content: "$ true\nexit code: 0"})
+	}
+	if err := workflow.ExecuteActivity(ctx, f.FloorFingerprint).Get(ctx, nil); err != nil {
+		return 0, err
+	}
+	return workflow.Now(ctx).Sub(start), nil
+}
+
+// startWorkFloor starts the real-work floor's worker on its own queue,
+// with its own fake model (so the turn's model requests stay countable)
+// and its own local sandbox.
+func startWorkFloor(b *testing.B, s *stack) string {
+	model := fakeopenai.New()
+	b.Cleanup(model.Close)
+	model.SetResponder(func(fakeopenai.RecordedRequest) fakeopenai.Step { return fakeopenai.FinalStep("ok") })
+	acts, err := agent.NewActivities(agent.Config{BaseURL: model.URL(), APIKey: s.cfg.Model.APIKey, Model: s.cfg.Model.Name})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lb, err := local.New(local.Options{Root: b.TempDir(), Logger: s.log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := lb.Create(s.ctx, sandbox.Spec{SessionID: "work-floor"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	queue := s.cfg.Temporal.TaskQueue + "-work-floor"
+	w := worker.New(s.c, queue, worker.Options{})
+	w.RegisterWorkflow(workFloorWorkflow)
+	w.RegisterActivity(&workFloor{model: acts, backend: lb, handle: h})
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(w.Stop)
+	return queue
+}
+
 func median(d []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), d...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
@@ -102,6 +194,7 @@ func turnOverhead(b *testing.B, singleHost bool) {
 		b.Fatal(err)
 	}
 	defer fw.Stop()
+	workQueue := startWorkFloor(b, s)
 
 	th := s.thread(fmt.Sprintf("bench-%v", singleHost))
 	// Warm up: the first turn creates the sandbox.
@@ -110,7 +203,7 @@ func turnOverhead(b *testing.B, singleHost bool) {
 	before := len(s.model.Requests())
 
 	for n := 0; n < b.N; n++ {
-		var turnDur, floorDur []time.Duration
+		var turnDur, floorDur, workDur []time.Duration
 		activities := 0
 		for i := 0; i < turns; i++ {
 			turn := s.state(th).Turn + 1
@@ -144,19 +237,33 @@ func turnOverhead(b *testing.B, singleHost bool) {
 				b.Fatal(err)
 			}
 			floorDur = append(floorDur, d)
+
+			run, err = s.c.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: workQueue}, workFloorWorkflow, calls)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := run.Get(s.ctx, &d); err != nil {
+				b.Fatal(err)
+			}
+			workDur = append(workDur, d)
 		}
 		ratios := make([]time.Duration, turns)
+		workRatios := make([]time.Duration, turns)
 		for i := range turnDur {
-			// Ratio scaled by 1000 to reuse the duration median.
+			// Ratios scaled by 1000 to reuse the duration median.
 			ratios[i] = time.Duration(float64(turnDur[i]) / float64(floorDur[i]) * 1000)
+			workRatios[i] = time.Duration(float64(turnDur[i]) / float64(workDur[i]) * 1000)
 		}
 		mt, mf, mr := median(turnDur), median(floorDur), float64(median(ratios))/1000
+		mw, mwr := median(workDur), float64(median(workRatios))/1000
 		b.ReportMetric(float64(mt.Microseconds())/1000, "ms/turn")
 		b.ReportMetric(float64(mf.Microseconds())/1000, "ms/floor")
 		b.ReportMetric(mr, "median-ratio")
+		b.ReportMetric(float64(mw.Microseconds())/1000, "ms/work-floor")
+		b.ReportMetric(mwr, "median-work-ratio")
 		b.ReportMetric(float64(activities), "activities/turn")
-		b.Logf("%d turns of %d tool calls: median turn %s, median floor (%d no-op activities) %s, median ratio %.2f",
-			turns, calls, mt, activities, mf, mr)
+		b.Logf("%d turns of %d tool calls: median turn %s, median floor (%d no-op activities) %s, median ratio %.2f; median real-work floor %s, median ratio %.2f",
+			turns, calls, mt, activities, mf, mr, mw, mwr)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/config"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	"github.com/sandbot/sandbot/sandbox"
@@ -179,5 +180,73 @@ func TestUsageIsRecordedAndShown(t *testing.T) {
 	})
 	if !strings.Contains(status, "(3 calls)") || !strings.Contains(status, "last turn") {
 		t.Fatalf("/status reads %q", status)
+	}
+}
+
+// compactingModel answers a turn with one shell call printing size bytes
+// and then an answer naming the turn's request; asked to compact, it
+// writes a summary that keeps every request it can see (as the compaction
+// prompt asks), including those of an earlier summary.
+func compactingModel(size int) fakeopenai.Responder {
+	return func(req fakeopenai.RecordedRequest) fakeopenai.Step {
+		msgs := req.Body.Messages
+		last := msgs[len(msgs)-1]
+		if last.Role == "user" && strings.HasPrefix(last.Content, "The conversation above no longer fits") {
+			var kept []string
+			for _, m := range msgs[:len(msgs)-1] {
+				for _, line := range strings.Split(m.Content, "\n") {
+					if strings.HasPrefix(line, "request ") {
+						kept = append(kept, line)
+					}
+				}
+			}
+			return fakeopenai.FinalStep(strings.Join(kept, "\n"))
+		}
+		if last.Role == "tool" {
+			return fakeopenai.FinalStep("answered")
+		}
+		return fakeopenai.ToolCallStep(fmt.Sprintf("c%d", req.Seq), "shell", shell(fmt.Sprintf("head -c %d /dev/zero | tr '\\0' z", size)))
+	}
+}
+
+// A long conversation with large outputs never sends the model more than
+// its window, keeps the user's first request in what it sends (in a
+// summary once it has been compacted), and compacts a bounded number of
+// times: once per window's worth of conversation, not per call.
+func TestLongConversationCompacts(t *testing.T) {
+	const window, answer = 8192, 1024
+	e := newThreadEnv(t, false, noApprovals, func(c *config.Config) {
+		c.Model.ContextTokens, c.Model.AnswerTokens = window, answer
+	})
+	e.model.SetResponder(compactingModel(3000))
+	th := e.thread("long-conversation")
+	const turns = 200
+	for n := 1; n <= turns; n++ {
+		e.send(th, alice, fmt.Sprintf("ev-long-%d", n), fmt.Sprintf("request %d: look at part %d", n, n))
+		e.waitState(th, fmt.Sprint("turn ", n), func(ts session.TurnState) bool { return ts.Turn == n && done(ts) })
+	}
+	compactions := 0
+	for _, r := range e.model.Requests() {
+		var msgs []session.Message
+		for _, m := range r.Body.Messages {
+			msgs = append(msgs, session.Message{Role: m.Role, Content: m.Content})
+		}
+		if got := agent.TranscriptTokens(msgs); got > window-answer {
+			t.Fatalf("request %d sent about %d tokens; the window leaves %d", r.Seq, got, window-answer)
+		}
+		if last := msgs[len(msgs)-1]; strings.HasPrefix(last.Content, "The conversation above no longer fits") {
+			compactions++
+			continue
+		}
+		if !strings.Contains(fmt.Sprint(msgs), "request 1: look at part 1") {
+			for _, m := range msgs {
+				t.Logf("%s: %.100q", m.Role, m.Content)
+			}
+			t.Fatalf("request %d does not carry the user's first request", r.Seq)
+		}
+	}
+	t.Logf("%d turns, %d model requests, %d compactions", turns, len(e.model.Requests()), compactions)
+	if compactions == 0 || compactions > turns/5 {
+		t.Fatalf("%d compactions over %d turns", compactions, turns)
 	}
 }

@@ -46,6 +46,12 @@ const (
 	// added since, instead of the whole budgeted transcript (history was
 	// quadratic in a turn's length). Decided once per run, at its start.
 	changeTranscriptRefs = "transcript-refs"
+	// changeCompaction: a conversation that no longer fits the model's
+	// context (the model activity had to drop whole exchanges, or the
+	// model refused it as too long) is compacted: a model call summarises
+	// its oldest part, and the summary replaces that part in the
+	// transcript, once. Decided once per run, at its start.
+	changeCompaction = "compaction"
 )
 
 // PolicyActivities serves the worker's session policy to session runs. It

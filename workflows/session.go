@@ -23,8 +23,11 @@ type sessionRun struct {
 	// transcriptRefs: this run's model calls carry a stored transcript's
 	// ref and the messages added since (changeTranscriptRefs).
 	transcriptRefs bool
-	log            log.Logger
-	id             string
+	// compaction: this run compacts a conversation that no longer fits
+	// (changeCompaction).
+	compaction bool
+	log        log.Logger
+	id         string
 	// queue is this workflow's task queue; activity queues derive from it.
 	queue string
 
@@ -53,6 +56,7 @@ func Session(ctx workflow.Context, in Input) (session.SessionResult, error) {
 	s := newSession(ctx, in)
 	s.watchLease = workflow.GetVersion(ctx, changeWatchLease, workflow.DefaultVersion, 1) >= 1
 	s.transcriptRefs = workflow.GetVersion(ctx, changeTranscriptRefs, workflow.DefaultVersion, 1) >= 1
+	s.compaction = s.transcriptRefs && workflow.GetVersion(ctx, changeCompaction, workflow.DefaultVersion, 1) >= 1
 	if err := s.register(ctx); err != nil {
 		return session.SessionResult{}, err
 	}

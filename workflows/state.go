@@ -39,6 +39,11 @@ type State struct {
 	// Appended counts them); the next call sends it and what came after.
 	ModelRef      *agent.TranscriptRef `json:"model_ref,omitempty"`
 	ModelRefFirst int                  `json:"model_ref_first,omitempty"`
+	// CompactDue is set when the last model call had to leave whole
+	// exchanges out; the conversation is compacted at the turn's end.
+	CompactDue bool `json:"compact_due,omitempty"`
+	// Compactions counts the summaries that replaced older conversation.
+	Compactions int `json:"compactions,omitempty"`
 	// Queue holds messages waiting for the next turn.
 	Queue []QueuedMessage `json:"queue,omitempty"`
 	// Seen remembers recent event IDs and the turn that took them.

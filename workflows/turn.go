@@ -86,6 +86,11 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 		s.log.Warn("turn failed", "turn", s.st.Turn, "error", err)
 	}
 	s.touch()
+	// After the answer, so nobody waits for it: the next turn starts from
+	// the summary instead of leaving exchanges out.
+	if s.compaction && s.st.CompactDue && ctx.Err() == nil {
+		s.compact(ctx, "it no longer fit the model's context")
+	}
 }
 
 // callModel asks the model for the next step. Runs from
@@ -104,7 +109,7 @@ func (s *sessionRun) callModel(ctx workflow.Context, limitHit bool) (agent.Model
 		return resp, err
 	}
 	first := s.st.firstPosition()
-	req := agent.ModelRequest{Messages: msgs, DisableTools: limitHit, Stored: true, SessionID: s.id, ContextBytes: s.st.Settings.ContextBytes}
+	req := agent.ModelRequest{Messages: msgs, DisableTools: limitHit, Stored: true, SessionID: s.id, ContextBytes: s.st.Settings.ContextBytes, Compactable: s.compaction}
 	baseFirst := first
 	if ref := s.st.ModelRef; ref != nil {
 		skip, end := first-s.st.ModelRefFirst, s.st.ModelRefFirst+ref.Count
@@ -114,6 +119,22 @@ func (s *sessionRun) callModel(ctx workflow.Context, limitHit bool) (agent.Model
 	}
 	err := workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.Complete, req).Get(ctx, &resp)
 	var ae *temporal.ApplicationError
+	if err != nil && s.compaction && errors.As(err, &ae) && ctx.Err() == nil &&
+		(ae.Type() == agent.ErrTypeNeedsCompaction || ae.Type() == agent.ErrTypeModelContextTooLong) {
+		// Compact, then ask once more with what is left; if even that
+		// does not fit (or nothing could be compacted), the activity may
+		// leave the oldest exchanges out.
+		why := "it no longer fit the model's context"
+		if ae.Type() == agent.ErrTypeModelContextTooLong {
+			why = "the model refused the conversation as too long"
+		}
+		if s.compact(ctx, why) {
+			msgs, first = s.modelMessages(), s.st.firstPosition()
+		}
+		req.Base, req.Skip, req.Messages, req.Compactable, baseFirst = nil, 0, msgs, false, first
+		resp = agent.ModelResponse{}
+		err = workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.Complete, req).Get(ctx, &resp)
+	}
 	if err != nil && req.Base != nil && errors.As(err, &ae) && ae.Type() == agent.ErrTypeTranscriptMissing && ctx.Err() == nil {
 		s.notice("The stored copy of this conversation was missing (%s); sent it to the model in full instead.", userError(err))
 		req.Base, req.Skip, req.Messages, baseFirst = nil, 0, msgs, first
@@ -127,7 +148,59 @@ func (s *sessionRun) callModel(ctx workflow.Context, limitHit bool) (agent.Model
 		s.st.ModelRef, s.st.ModelRefFirst = resp.Transcript, baseFirst+resp.Skipped
 	}
 	s.countUsage(resp)
+	if resp.Dropped > 0 && s.compaction {
+		s.st.CompactDue = true
+	}
 	return resp, nil
+}
+
+// compactKeep is how many of the latest exchanges compaction leaves as
+// they are.
+const compactKeep = 2
+
+// compact replaces the oldest part of the transcript, all but the last
+// compactKeep exchanges, with a summary the model writes of it, and
+// reports whether it did. The summary is an entry of the transcript like
+// any other, so it is made once and carried through continue-as-new.
+func (s *sessionRun) compact(ctx workflow.Context, why string) bool {
+	s.st.CompactDue = false
+	cut, starts := 0, 0
+	for i := len(s.st.Transcript) - 1; i > 0; i-- {
+		e := s.st.Transcript[i]
+		if e.Msg.Role == session.RoleUser && s.st.Transcript[i-1].Msg.Role != session.RoleUser {
+			if starts++; starts == compactKeep {
+				cut = i
+				break
+			}
+		}
+	}
+	if cut < 2 {
+		return false // too little before the kept exchanges to be worth it
+	}
+	old := make([]session.Message, 0, cut)
+	for _, e := range s.st.Transcript[:cut] {
+		old = append(old, e.Msg)
+	}
+	var res agent.CompactResponse
+	if err := workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.Compact, agent.CompactRequest{Messages: old}).Get(ctx, &res); err != nil {
+		if ctx.Err() == nil {
+			s.notice("Could not compact the conversation (%s): %s. The oldest messages are left out of what the model sees instead.", why, userError(err))
+		}
+		return false
+	}
+	s.st.Usage = s.st.Usage.Add(res.Usage.PromptTokens, res.Usage.CompletionTokens)
+	first, last := s.st.Transcript[0].Turn, s.st.Transcript[cut-1].Turn
+	note := session.HistoryEntry{Turn: last, At: workflow.Now(ctx), Msg: session.Message{
+		Role:    session.RoleUser,
+		Content: fmt.Sprintf("%s turns %d to %d]\n%s", agent.CompactNotePrefix, first, last, res.Summary),
+	}}
+	s.st.Transcript = append([]session.HistoryEntry{note}, s.st.Transcript[cut:]...)
+	// Positions moved: the next call sends the transcript in full once.
+	s.st.ModelRef = nil
+	s.st.Compactions++
+	s.notice("Compacted turns %d to %d into a summary (%s); the conversation goes on from it.", first, last, why)
+	s.touch()
+	return true
 }
 
 // countUsage adds a model call's reported tokens to the turn and the
