@@ -16,6 +16,7 @@ const (
 	CmdStop     = "stop"
 	CmdPause    = "pause"
 	CmdResume   = "resume"
+	CmdCompact  = "compact"
 	CmdBackend  = "backend"
 	CmdFork     = "fork"
 	CmdSessions = "sessions"
@@ -72,6 +73,7 @@ var commandTable = []command{
 	stopCommand,
 	pauseCommand,
 	resumeCommand,
+	compactCommand,
 	backendCommand,
 	forkCommand,
 	sessionsCommand,

@@ -31,6 +31,8 @@ type Sessions interface {
 	// Pause returns once the session is quiet at a turn boundary.
 	Pause(ctx context.Context, id string, req session.PauseRequest) (session.PauseResponse, error)
 	Resume(ctx context.Context, id string, req session.ResumeRequest) (session.PauseResponse, error)
+	// Compact returns once the conversation was compacted (or could not be).
+	Compact(ctx context.Context, id string, req session.CompactRequest) (session.CompactResponse, error)
 	// Destroy returns after the sandbox and snapshots are removed.
 	Destroy(ctx context.Context, id string, req session.DestroyRequest) (session.DestroyResponse, error)
 	SetBackend(ctx context.Context, id string, req session.SetBackendRequest) (session.SetBackendResponse, error)

@@ -157,6 +157,13 @@ func (t *TemporalSessions) Pause(ctx context.Context, id string, req session.Pau
 	return r, err
 }
 
+// Compact implements Sessions.
+func (t *TemporalSessions) Compact(ctx context.Context, id string, req session.CompactRequest) (session.CompactResponse, error) {
+	var r session.CompactResponse
+	err := t.update(ctx, id, session.UpdateCompact, &req, &r)
+	return r, err
+}
+
 // Resume implements Sessions.
 func (t *TemporalSessions) Resume(ctx context.Context, id string, req session.ResumeRequest) (session.PauseResponse, error) {
 	var r session.PauseResponse

@@ -250,3 +250,38 @@ func TestLongConversationCompacts(t *testing.T) {
 		t.Fatalf("%d compactions over %d turns", compactions, turns)
 	}
 }
+
+// /compact summarises the older conversation at once; the model then
+// gets the summary instead of the old turns.
+func TestCompactCommand(t *testing.T) {
+	e := newThreadEnv(t, false, noApprovals)
+	e.model.SetResponder(compactingModel(100))
+	th := e.thread("compact-command")
+	for n := 1; n <= 3; n++ {
+		e.send(th, alice, fmt.Sprintf("ev-cc-%d", n), fmt.Sprintf("request %d: look at part %d", n, n))
+		e.waitState(th, fmt.Sprint("turn ", n), func(ts session.TurnState) bool { return ts.Turn == n && done(ts) })
+	}
+	if r := e.command(th, "/compact"); !strings.Contains(r, "Compacted the older conversation") {
+		t.Fatalf("/compact replied %q", r)
+	}
+	e.send(th, alice, "ev-cc-4", "request 4: and now?")
+	e.waitState(th, "turn 4", func(ts session.TurnState) bool { return ts.Turn == 4 && done(ts) })
+	var first []string
+	for _, r := range e.model.Requests() {
+		if r.Body.Messages[len(r.Body.Messages)-1].Content == "request 4: and now?" {
+			for _, m := range r.Body.Messages[1:] {
+				first = append(first, m.Content)
+			}
+			break
+		}
+	}
+	if len(first) == 0 || !strings.HasPrefix(first[0], agent.CompactNotePrefix) || !strings.Contains(first[0], "request 1: look at part 1") {
+		t.Fatalf("after /compact the model got %q", first)
+	}
+	if strings.Contains(strings.Join(first[1:], "\n"), "request 1: look at part 1") {
+		t.Fatal("turn 1 is still there beside its summary")
+	}
+	if r := e.command(e.thread("compact-fresh"), "/compact"); !strings.Contains(r, "no running session") {
+		t.Fatalf("/compact on a thread without a session replied %q", r)
+	}
+}

@@ -30,6 +30,7 @@ const (
 	UpdateSendMessage = "send_message"
 	UpdateApprove     = "approve"
 	UpdatePause       = "pause"
+	UpdateCompact     = "compact"
 	UpdateResume      = "resume"
 	UpdateStop        = "stop"
 	UpdateDestroy     = "destroy"
@@ -179,7 +180,23 @@ type (
 		User User      `json:"user"`
 		Auth Signature `json:"auth,omitzero"`
 	}
+	// CompactRequest asks for the conversation to be compacted now
+	// (/compact).
+	CompactRequest struct {
+		User User      `json:"user"`
+		Auth Signature `json:"auth,omitzero"`
+	}
 )
+
+// CompactResponse says what a compaction did.
+type CompactResponse struct {
+	// Compacted is false when there was too little to compact.
+	Compacted bool `json:"compacted"`
+	// Summary is the note that replaced the older conversation.
+	Summary string `json:"summary,omitempty"`
+	// Error says why compacting failed, in words for the user.
+	Error string `json:"error,omitempty"`
+}
 
 // PauseResponse is returned once the session is quiet at a turn boundary.
 type PauseResponse struct {

@@ -110,6 +110,8 @@ func (r *ApproveRequest) signedFields() []string {
 
 func (r *PauseRequest) auth() *Signature         { return &r.Auth }
 func (r *PauseRequest) signedFields() []string   { return userFields(r.User) }
+func (r *CompactRequest) auth() *Signature       { return &r.Auth }
+func (r *CompactRequest) signedFields() []string { return userFields(r.User) }
 func (r *ResumeRequest) auth() *Signature        { return &r.Auth }
 func (r *ResumeRequest) signedFields() []string  { return userFields(r.User) }
 func (r *StopRequest) auth() *Signature          { return &r.Auth }
@@ -151,6 +153,8 @@ func SignedRequest(req any) (Signed, bool) {
 	case PauseRequest:
 		return &r, true
 	case ResumeRequest:
+		return &r, true
+	case CompactRequest:
 		return &r, true
 	case StopRequest:
 		return &r, true

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -43,6 +44,7 @@ func (s *sessionRun) register(ctx workflow.Context) error {
 		{session.UpdateSendMessage, s.onMessage, s.validateMessage},
 		{session.UpdateApprove, s.onApprove, s.validateApprove},
 		{session.UpdatePause, s.onPause, func(ctx workflow.Context, _ session.PauseRequest) error { return s.validateAlive(ctx, nil) }},
+		{session.UpdateCompact, s.onCompact, s.validateCompact},
 		{session.UpdateResume, s.onResume, func(ctx workflow.Context, _ session.ResumeRequest) error { return s.validateAlive(ctx, nil) }},
 		{session.UpdateStop, s.onStop, s.validateStop},
 		{session.UpdateDestroy, s.onDestroy, s.validateDestroy},
@@ -107,6 +109,23 @@ func (s *sessionRun) onMessage(ctx workflow.Context, req session.MessageRequest)
 	s.pauseRequested = false
 	s.touch()
 	return session.MessageResponse{Turn: s.st.Turn + 1, Queued: s.turnActive}, nil
+}
+
+func (s *sessionRun) validateCompact(ctx workflow.Context, _ session.CompactRequest) error {
+	if !s.compaction {
+		return errors.New("this session's current run predates /compact; it can compact after its next continue-as-new")
+	}
+	return s.validateAlive(ctx, nil)
+}
+
+// onCompact asks the main loop to compact at the next turn boundary (at
+// once when idle) and answers with what it did.
+func (s *sessionRun) onCompact(ctx workflow.Context, _ session.CompactRequest) (session.CompactResponse, error) {
+	s.compactRequested = true
+	if err := workflow.Await(ctx, func() bool { return !s.compactRequested || s.destroyRequested }); err != nil {
+		return session.CompactResponse{}, err
+	}
+	return s.compacted, nil
 }
 
 func (s *sessionRun) onPause(ctx workflow.Context, _ session.PauseRequest) (session.PauseResponse, error) {

@@ -26,6 +26,10 @@ type sessionRun struct {
 	// compaction: this run compacts a conversation that no longer fits
 	// (changeCompaction).
 	compaction bool
+	// compactRequested is set by /compact until the main loop compacted;
+	// compacted is what the last compaction did.
+	compactRequested bool
+	compacted        session.CompactResponse
 	log        log.Logger
 	id         string
 	// queue is this workflow's task queue; activity queues derive from it.
@@ -163,6 +167,7 @@ func (s *sessionRun) run(ctx workflow.Context) (session.SessionResult, error) {
 				(!s.st.Paused && len(s.st.Queue) > 0) ||
 				(s.pauseRequested && !s.st.Paused) ||
 				s.st.PendingBackend != "" ||
+				s.compactRequested ||
 				s.shouldContinueAsNew(ctx)
 		}
 		if s.st.Settings.IdleSuspend > 0 && s.st.Handle != nil && !s.st.Suspended {
@@ -187,6 +192,10 @@ func (s *sessionRun) run(ctx workflow.Context) (session.SessionResult, error) {
 			continue
 		case s.st.PendingBackend != "":
 			s.applyBackend(ctx)
+			continue
+		case s.compactRequested:
+			s.compact(ctx, "asked for with /compact")
+			s.compactRequested = false
 			continue
 		case s.shouldContinueAsNew(ctx):
 			return s.continueAsNew(ctx)

@@ -174,6 +174,7 @@ func (s *sessionRun) compact(ctx workflow.Context, why string) bool {
 			}
 		}
 	}
+	s.compacted = session.CompactResponse{}
 	if cut < 2 {
 		return false // too little before the kept exchanges to be worth it
 	}
@@ -184,6 +185,7 @@ func (s *sessionRun) compact(ctx workflow.Context, why string) bool {
 	var res agent.CompactResponse
 	if err := workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.Compact, agent.CompactRequest{Messages: old}).Get(ctx, &res); err != nil {
 		if ctx.Err() == nil {
+			s.compacted.Error = userError(err)
 			s.notice("Could not compact the conversation (%s): %s. The oldest messages are left out of what the model sees instead.", why, userError(err))
 		}
 		return false
@@ -198,6 +200,7 @@ func (s *sessionRun) compact(ctx workflow.Context, why string) bool {
 	// Positions moved: the next call sends the transcript in full once.
 	s.st.ModelRef = nil
 	s.st.Compactions++
+	s.compacted = session.CompactResponse{Compacted: true, Summary: res.Summary}
 	s.notice("Compacted turns %d to %d into a summary (%s); the conversation goes on from it.", first, last, why)
 	s.touch()
 	return true

@@ -42,6 +42,7 @@ type Sessions struct {
 	StopFn       func(id string) (session.StopResponse, error)
 	PauseFn      func(id string) (session.PauseResponse, error)
 	ResumeFn     func(id string) (session.PauseResponse, error)
+	CompactFn    func(id string) (session.CompactResponse, error)
 	DestroyFn    func(id string) (session.DestroyResponse, error)
 	SetBackendFn func(id string, req session.SetBackendRequest) (session.SetBackendResponse, error)
 	ForkFn       func(id string, req session.ForkRequest) (session.ForkResponse, error)
@@ -308,6 +309,15 @@ func (f *Sessions) Pause(_ context.Context, id string, _ session.PauseRequest) (
 		return f.PauseFn(id)
 	}
 	return session.PauseResponse{Turn: f.Get(id).Turn}, nil
+}
+
+// Compact implements chat.Sessions.
+func (f *Sessions) Compact(_ context.Context, id string, _ session.CompactRequest) (session.CompactResponse, error) {
+	f.record("compact")
+	if f.CompactFn != nil {
+		return f.CompactFn(id)
+	}
+	return session.CompactResponse{Compacted: true, Summary: "summary"}, nil
 }
 
 // Resume implements chat.Sessions.
