@@ -30,8 +30,8 @@ type sessionRun struct {
 	// compacted is what the last compaction did.
 	compactRequested bool
 	compacted        session.CompactResponse
-	log        log.Logger
-	id         string
+	log              log.Logger
+	id               string
 	// queue is this workflow's task queue; activity queues derive from it.
 	queue string
 
