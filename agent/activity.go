@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"regexp"
 	"strings"
 	"time"
@@ -84,10 +85,16 @@ func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelRes
 	defer func() { err = sandbox.RedactError(a.Redactor, err) }()
 	var stored *TranscriptRef
 	skipped, dropped := 0, 0
+	var written chan error
 	if req.Stored {
-		if req.Messages, stored, skipped, dropped, err = a.assemble(ctx, req); err != nil {
+		var write func(context.Context) error
+		if req.Messages, stored, skipped, dropped, write, err = a.assemble(ctx, req); err != nil {
 			return ModelResponse{}, err
 		}
+		// The chunk is written while the model thinks; the answer waits
+		// for it, so the ref it carries can be read by any worker.
+		written = make(chan error, 1)
+		go func() { written <- write(ctx) }()
 	}
 	if len(req.Messages) == 0 {
 		return ModelResponse{}, nonRetryable("model request has no messages", ErrTypeModelBadRequest, "agent: complete: empty transcript")
@@ -145,7 +152,19 @@ func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelRes
 		tc := &resp.ToolCalls[i]
 		tc.ID, tc.Name, tc.Arguments = a.scrub(tc.ID), a.scrub(tc.Name), a.scrub(tc.Arguments)
 	}
+	if written != nil {
+		if werr := <-written; werr != nil {
+			// Without its chunk the ref would send the next call (on
+			// another worker) to a missing transcript: answer without
+			// one, and the workflow sends the transcript in full next time.
+			slog.Warn("agent: cannot store the transcript; the next call sends it in full", "error", werr)
+			stored = nil
+		}
+	}
 	resp.Transcript, resp.Skipped, resp.Dropped = stored, skipped, dropped
+	if stored == nil {
+		resp.Skipped = 0
+	}
 	return resp, nil
 }
 
@@ -155,26 +174,26 @@ func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelRes
 // that cannot be found or fails its digest is ErrTypeTranscriptMissing,
 // which the workflow answers by sending the transcript in full; a store
 // that does not answer is retried.
-func (a *Activities) assemble(ctx context.Context, req ModelRequest) ([]session.Message, *TranscriptRef, int, int, error) {
+func (a *Activities) assemble(ctx context.Context, req ModelRequest) ([]session.Message, *TranscriptRef, int, int, func(context.Context) error, error) {
 	if req.SessionID == "" {
-		return nil, nil, 0, 0, nonRetryable("model request stores a transcript without a session ID", ErrTypeModelBadRequest, "agent: complete: no session ID")
+		return nil, nil, 0, 0, nil, nonRetryable("model request stores a transcript without a session ID", ErrTypeModelBadRequest, "agent: complete: no session ID")
 	}
 	var base *cached
 	if req.Base != nil {
 		var err error
 		if base, err = a.cache.load(ctx, a.Transcripts, req.SessionID, *req.Base); err != nil {
 			if ctx.Err() != nil || errors.Is(err, errStoreUnavailable) {
-				return nil, nil, 0, 0, fmt.Errorf("agent: complete: load transcript: %w", err)
+				return nil, nil, 0, 0, nil, fmt.Errorf("agent: complete: load transcript: %w", err)
 			}
-			return nil, nil, 0, 0, nonRetryable(fmt.Sprintf("the stored transcript %s of this session is missing or unreadable: %v", req.Base.Digest, err),
+			return nil, nil, 0, 0, nil, nonRetryable(fmt.Sprintf("the stored transcript %s of this session is missing or unreadable: %v", req.Base.Digest, err),
 				ErrTypeTranscriptMissing, err.Error())
 		}
 	} else if req.Skip != 0 {
-		return nil, nil, 0, 0, nonRetryable("model request skips messages of no base", ErrTypeModelBadRequest, "agent: complete: skip without base")
+		return nil, nil, 0, 0, nil, nonRetryable("model request skips messages of no base", ErrTypeModelBadRequest, "agent: complete: skip without base")
 	}
-	ref, stored, skipped, err := a.cache.extend(ctx, a.Transcripts, req.SessionID, base, req.Skip, req.Messages)
+	ref, stored, skipped, write, err := a.cache.extend(a.Transcripts, req.SessionID, base, req.Skip, req.Messages)
 	if err != nil {
-		return nil, nil, 0, 0, fmt.Errorf("agent: complete: %w", err)
+		return nil, nil, 0, 0, nil, fmt.Errorf("agent: complete: %w", err)
 	}
 	current := stored[req.Skip-skipped:]
 	w := a.window()
@@ -184,10 +203,10 @@ func (a *Activities) assemble(ctx context.Context, req ModelRequest) ([]session.
 	}
 	fitted, dropped := FitReport(current, w)
 	if dropped > 0 && req.Compactable {
-		return nil, nil, 0, 0, nonRetryable(fmt.Sprintf("the conversation (%d messages, about %d tokens) does not fit the model's window of %d tokens", len(current), TranscriptTokens(current), w.Available()),
+		return nil, nil, 0, 0, nil, nonRetryable(fmt.Sprintf("the conversation (%d messages, about %d tokens) does not fit the model's window of %d tokens", len(current), TranscriptTokens(current), w.Available()),
 			ErrTypeNeedsCompaction, "agent: complete: needs compaction")
 	}
-	return fitted, &ref, skipped, dropped, nil
+	return fitted, &ref, skipped, dropped, write, nil
 }
 
 // window is the configured window less the system prompt, which every

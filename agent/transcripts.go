@@ -37,7 +37,6 @@ type TranscriptRef struct {
 type TranscriptStore interface {
 	Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
-	Exists(ctx context.Context, key string) (bool, error)
 }
 
 // ErrTypeTranscriptMissing: the request's base transcript is in neither
@@ -208,15 +207,17 @@ func readChunk(ctx context.Context, store TranscriptStore, sessionID, digest str
 	return ch, nil
 }
 
-// extend stores a transcript made of base (nil: none) followed by added,
-// for a workflow whose transcript is now base[skip:] + added, and returns
-// its ref, the stored messages, and how many leading messages of base the
-// stored transcript leaves out: 0 when the new chunk extends base's chain,
-// skip when it is written whole. A chain that is deep, or whose base the
-// workflow has mostly trimmed, is written whole (rebased), so a worker
-// without a cache reads a bounded number of chunks and the store does not
-// keep what the session has dropped.
-func (t *transcripts) extend(ctx context.Context, store TranscriptStore, sessionID string, base *cached, skip int, added []session.Message) (TranscriptRef, []session.Message, int, error) {
+// extend makes a transcript of base (nil: none) followed by added, for a
+// workflow whose transcript is now base[skip:] + added, and returns its
+// ref, the stored messages, how many leading messages of base the stored
+// transcript leaves out (0 when the new chunk extends base's chain, skip
+// when it is written whole), and the write of its chunk to the store,
+// which the caller runs while the model thinks and waits for before it
+// answers. A chain that is deep, or whose base the workflow has mostly
+// trimmed, is written whole (rebased), so a worker without a cache reads a
+// bounded number of chunks and the store does not keep what the session
+// has dropped.
+func (t *transcripts) extend(store TranscriptStore, sessionID string, base *cached, skip int, added []session.Message) (TranscriptRef, []session.Message, int, func(context.Context) error, error) {
 	var parent string
 	var prior []session.Message
 	depth := 0
@@ -224,7 +225,7 @@ func (t *transcripts) extend(ctx context.Context, store TranscriptStore, session
 		parent, prior, depth = base.digest, base.msgs, base.depth+1
 	}
 	if skip < 0 || skip > len(prior) {
-		return TranscriptRef{}, nil, 0, fmt.Errorf("transcript: cannot skip %d of %d messages", skip, len(prior))
+		return TranscriptRef{}, nil, 0, nil, fmt.Errorf("transcript: cannot skip %d of %d messages", skip, len(prior))
 	}
 	stored := append(append(make([]session.Message, 0, len(prior)+len(added)), prior...), added...)
 	chunkMsgs, skipped := added, 0
@@ -234,26 +235,25 @@ func (t *transcripts) extend(ctx context.Context, store TranscriptStore, session
 	}
 	digest, _, err := chunkDigest(parent, chunkMsgs)
 	if err != nil {
-		return TranscriptRef{}, nil, 0, err
+		return TranscriptRef{}, nil, 0, nil, err
 	}
 	ref := TranscriptRef{Digest: digest, Count: len(stored)}
+	write := func(context.Context) error { return nil }
 	if _, ok := t.get(digest); !ok && store != nil {
-		key := TranscriptKey(sessionID, digest)
-		// Content-addressed: a retried call finds its chunk written.
-		exists, err := store.Exists(ctx, key)
+		out, err := json.Marshal(chunk{Parent: parent, Depth: depth, Messages: chunkMsgs})
 		if err != nil {
-			return TranscriptRef{}, nil, 0, fmt.Errorf("transcript: %w", err)
+			return TranscriptRef{}, nil, 0, nil, err
 		}
-		if !exists {
-			out, err := json.Marshal(chunk{Parent: parent, Depth: depth, Messages: chunkMsgs})
-			if err != nil {
-				return TranscriptRef{}, nil, 0, err
-			}
+		key := TranscriptKey(sessionID, digest)
+		// Content-addressed: writing it again (a retried call) writes
+		// the same bytes.
+		write = func(ctx context.Context) error {
 			if _, err := store.Put(ctx, key, bytes.NewReader(out)); err != nil {
-				return TranscriptRef{}, nil, 0, fmt.Errorf("transcript: store: %w", err)
+				return fmt.Errorf("transcript: store: %w", err)
 			}
+			return nil
 		}
 	}
 	t.put(&cached{digest: digest, depth: depth, msgs: stored, size: messagesSize(stored)})
-	return ref, stored, skipped, nil
+	return ref, stored, skipped, write, nil
 }

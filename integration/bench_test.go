@@ -209,7 +209,7 @@ func turnOverhead(b *testing.B, singleHost bool) {
 			turn := s.state(th).Turn + 1
 			if os.Getenv("SANDBOT_BENCH_NO_WATCH") != "" {
 				// Diagnostic: no chat watcher polling turn_state.
-				sess := chat.NewTemporalSessions(s.c, chat.TemporalOptions{TaskQueue: s.cfg.Temporal.TaskQueue})
+				sess := chat.NewTemporalSessions(s.c, chat.TemporalOptions{TaskQueue: s.cfg.Temporal.TaskQueue, DecisionKey: []byte(s.cfg.DecisionKey)})
 				if _, err := sess.Send(s.ctx, session.SessionInput{Location: th, Owner: alice, Backend: "local", Settings: s.cfg.SessionSettings()},
 					session.MessageRequest{EventID: fmt.Sprintf("ev-%d-%d", n, i), User: alice, Text: "go"}); err != nil {
 					b.Fatal(err)
