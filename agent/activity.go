@@ -168,6 +168,18 @@ func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelRes
 	return resp, nil
 }
 
+// CompleteStored is Complete for requests that carry a stored transcript
+// by reference (Stored). It has a name of its own so that a worker of a
+// build before stored transcripts, which would ignore Base and send the
+// model only the newest messages, cannot take the call: it does not know
+// the activity and fails it, and the retry goes to a current worker.
+func (a *Activities) CompleteStored(ctx context.Context, req ModelRequest) (ModelResponse, error) {
+	if !req.Stored {
+		return ModelResponse{}, nonRetryable("CompleteStored needs a Stored request", ErrTypeModelBadRequest, "agent: complete stored: not stored")
+	}
+	return a.Complete(ctx, req)
+}
+
 // assemble builds a Stored request's transcript from its base and the new
 // messages, stores it, and returns what to send (budgeted), its ref, and
 // how many messages of the base the stored transcript leaves out. A base

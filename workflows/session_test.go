@@ -115,6 +115,7 @@ func newHarness(t *testing.T, steps ...agent.ModelResponse) *harness {
 	h := &harness{t: t, env: env, model: &script{steps: steps}, box: &box{}}
 	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: session.WorkflowName})
 	env.RegisterActivity(modelActs.Complete)
+	env.RegisterActivity(modelActs.CompleteStored)
 	env.RegisterActivity(sandboxActs.Ensure)
 	env.RegisterActivity(sandboxActs.Exec)
 	env.RegisterActivity(sandboxActs.Snapshot)
@@ -135,6 +136,7 @@ func newHarness(t *testing.T, steps ...agent.ModelResponse) *harness {
 		return nil
 	})
 	env.OnActivity(modelActs.Complete, mock.Anything, mock.Anything).Return(h.model.complete)
+	env.OnActivity(modelActs.CompleteStored, mock.Anything, mock.Anything).Return(h.model.complete)
 	env.OnActivity(sandboxActs.Ensure, mock.Anything, mock.Anything).Return(h.box.ensure)
 	env.OnActivity(sandboxActs.Exec, mock.Anything, mock.Anything).Return(h.box.exec)
 	env.OnActivity(sandboxActs.Snapshot, mock.Anything, mock.Anything).Return(

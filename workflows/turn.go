@@ -117,7 +117,7 @@ func (s *sessionRun) callModel(ctx workflow.Context, limitHit bool) (agent.Model
 			req.Base, req.Skip, req.Messages, baseFirst = ref, skip, msgs[end-first:], s.st.ModelRefFirst
 		}
 	}
-	err := workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.Complete, req).Get(ctx, &resp)
+	err := workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.CompleteStored, req).Get(ctx, &resp)
 	var ae *temporal.ApplicationError
 	if err != nil && s.compaction && errors.As(err, &ae) && ctx.Err() == nil &&
 		(ae.Type() == agent.ErrTypeNeedsCompaction || ae.Type() == agent.ErrTypeModelContextTooLong) {
@@ -133,13 +133,13 @@ func (s *sessionRun) callModel(ctx workflow.Context, limitHit bool) (agent.Model
 		}
 		req.Base, req.Skip, req.Messages, req.Compactable, baseFirst = nil, 0, msgs, false, first
 		resp = agent.ModelResponse{}
-		err = workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.Complete, req).Get(ctx, &resp)
+		err = workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.CompleteStored, req).Get(ctx, &resp)
 	}
 	if err != nil && req.Base != nil && errors.As(err, &ae) && ae.Type() == agent.ErrTypeTranscriptMissing && ctx.Err() == nil {
 		s.notice("The stored copy of this conversation was missing (%s); sent it to the model in full instead.", userError(err))
 		req.Base, req.Skip, req.Messages, baseFirst = nil, 0, msgs, first
 		resp = agent.ModelResponse{}
-		err = workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.Complete, req).Get(ctx, &resp)
+		err = workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.CompleteStored, req).Get(ctx, &resp)
 	}
 	if err != nil {
 		return resp, err
