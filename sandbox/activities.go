@@ -459,11 +459,14 @@ func heartbeatWhileRunning(ctx context.Context, details func() any) (stop func()
 	// stopped command keeps running. (Workers set MaxHeartbeatThrottleInterval
 	// to match, or the SDK would hold beats back.)
 	interval = min(max(interval, 100*time.Millisecond), HeartbeatEvery)
-	beat()
+	// The first beat is sent at once but from the goroutine: the SDK makes
+	// a worker's first heartbeat a synchronous call to the server, which
+	// the work would otherwise wait for; this way it overlaps the work.
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
+		beat()
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {

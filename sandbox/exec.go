@@ -188,8 +188,9 @@ func (a *Activities) Exec(ctx context.Context, req ExecRequest) (ExecResult, err
 		if ctx.Err() != nil {
 			break
 		}
+		// The next beat carries it (within HeartbeatEvery), as the SDK's
+		// batching did when it was recorded here.
 		prog.start(i)
-		activity.RecordHeartbeat(ctx, prog.details())
 		start := time.Now()
 		res, err := b.Exec(ctx, req.Handle, Cmd{Command: command, Timeout: timeout, OutputCap: limit})
 		metrics.ExecCommand(req.Handle.Backend, execOutcome(ctx, res, err), time.Since(start))
