@@ -85,12 +85,14 @@ func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelRes
 	defer func() { err = sandbox.RedactError(a.Redactor, err) }()
 	var stored *TranscriptRef
 	skipped, dropped := 0, 0
+	rebased := false
 	var written chan error
 	if req.Stored {
 		var write func(context.Context) error
 		if req.Messages, stored, skipped, dropped, write, err = a.assemble(ctx, req); err != nil {
 			return ModelResponse{}, err
 		}
+		rebased = req.Base != nil && a.cache.whole(stored.Digest)
 		// The chunk is written while the model thinks; the answer waits
 		// for it, so the ref it carries can be read by any worker.
 		written = make(chan error, 1)
@@ -164,6 +166,13 @@ func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelRes
 	resp.Transcript, resp.Skipped, resp.Dropped = stored, skipped, dropped
 	if stored == nil {
 		resp.Skipped = 0
+	}
+	if stored != nil && rebased && a.Transcripts != nil {
+		// The new chunk holds the whole transcript: what came before it is
+		// no longer needed, once no call can still name it.
+		if _, err := a.Transcripts.DeleteOlder(ctx, TranscriptPrefix(req.SessionID), time.Now().Add(-transcriptKeep)); err != nil {
+			slog.Warn("agent: cannot delete superseded transcript chunks; the sweeper removes them with the session", "error", err)
+		}
 	}
 	return resp, nil
 }

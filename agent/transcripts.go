@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/sandbot/sandbot/sandbox"
 	"github.com/sandbot/sandbot/session"
@@ -37,6 +38,17 @@ type TranscriptRef struct {
 type TranscriptStore interface {
 	Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	DeleteOlder(ctx context.Context, prefix string, cutoff time.Time) (int, error)
+}
+
+// transcriptKeep is how long superseded chunks stay after a chunk was
+// written whole: a call that failed after that write, and its retry, may
+// still name the older chain.
+const transcriptKeep = time.Hour
+
+// TranscriptPrefix holds a session's transcript chunks.
+func TranscriptPrefix(sessionID string) string {
+	return sandbox.SessionPrefix(sessionID) + "transcript/"
 }
 
 // ErrTypeTranscriptMissing: the request's base transcript is in neither
@@ -65,7 +77,7 @@ type chunk struct {
 
 // TranscriptKey is where the chunk with digest d of a session lives.
 func TranscriptKey(sessionID, digest string) string {
-	return sandbox.SessionPrefix(sessionID) + "transcript/" + digest + ".json"
+	return TranscriptPrefix(sessionID) + digest + ".json"
 }
 
 func chunkDigest(parent string, msgs []session.Message) (string, []byte, error) {
@@ -108,6 +120,13 @@ func (t *transcripts) get(digest string) (*cached, bool) {
 	}
 	t.lru.MoveToFront(e)
 	return e.Value.(*cached), true
+}
+
+// whole reports whether the cached transcript digest was written as one
+// chunk (the start of a chain).
+func (t *transcripts) whole(digest string) bool {
+	c, ok := t.get(digest)
+	return ok && c.depth == 0
 }
 
 func (t *transcripts) put(c *cached) {

@@ -7,9 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -183,6 +185,62 @@ func TestStoredTranscriptChainIsBounded(t *testing.T) {
 		t.Fatalf("a cold worker read %d chunks for a %d-call session", n, calls)
 	}
 	if got := sent(t, f); len(got) != calls+1 || got[0] != "user:message 0" {
+		t.Fatalf("the model got %d messages starting %q", len(got), got[0])
+	}
+}
+
+// A months-long session must not keep every chunk it ever wrote: once a
+// chunk holds the whole transcript, the chunks before it are deleted when
+// they are old enough that no call can still name them.
+func TestSupersededTranscriptChunksAreDeleted(t *testing.T) {
+	store, dir := newStore(t)
+	a, f := newAgent(t, nil)
+	a.Transcripts = store
+	chunks := func() []string {
+		files, _ := filepath.Glob(filepath.Join(dir, "sessions", "*", "transcript", "*.json"))
+		return files
+	}
+	var ref *agent.TranscriptRef
+	call := func(i int) {
+		f.Push(fakeopenai.FinalStep("ok"))
+		r, err := a.Complete(testCtx(t), agent.ModelRequest{Stored: true, SessionID: sid, Base: ref, Messages: []session.Message{userMsg(fmt.Sprint("message ", i))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref = r.Transcript
+	}
+	for i := range 20 {
+		call(i)
+	}
+	old := chunks()
+	long := time.Now().Add(-2 * time.Hour)
+	for _, c := range old {
+		if err := os.Chtimes(c, long, long); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 20; i < 40; i++ {
+		call(i)
+	}
+	left := chunks()
+	for _, c := range old {
+		if slices.Contains(left, c) {
+			t.Fatalf("a superseded chunk older than an hour survived the rewrite: %s", filepath.Base(c))
+		}
+	}
+	if len(left) == 0 || len(left) > 20 {
+		t.Fatalf("%d chunks left, want the last calls' (at most 20)", len(left))
+	}
+	fresh, err := agent.NewActivities(agent.Config{BaseURL: f.URL(), APIKey: testKey, Model: "gpt-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh.Transcripts = store
+	f.Push(fakeopenai.FinalStep("ok"))
+	if _, err := fresh.Complete(testCtx(t), agent.ModelRequest{Stored: true, SessionID: sid, Base: ref, Messages: []session.Message{userMsg("last")}}); err != nil {
+		t.Fatalf("the latest transcript does not load after the clean-up: %v", err)
+	}
+	if got := sent(t, f); len(got) != 41 || got[0] != "user:message 0" {
 		t.Fatalf("the model got %d messages starting %q", len(got), got[0])
 	}
 }
