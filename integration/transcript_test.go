@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"go.temporal.io/sdk/client"
@@ -283,5 +284,44 @@ func TestCompactCommand(t *testing.T) {
 	}
 	if r := e.command(e.thread("compact-fresh"), "/compact"); !strings.Contains(r, "no running session") {
 		t.Fatalf("/compact on a thread without a session replied %q", r)
+	}
+}
+
+// A model whose window is smaller than the worker was told refuses the
+// conversation as too long: the session compacts and asks again, and the
+// turn does not fail.
+func TestContextTooLongCompactsAndRetries(t *testing.T) {
+	e := newThreadEnv(t, false, noApprovals)
+	base := compactingModel(100)
+	var refused atomic.Int32
+	e.model.SetResponder(func(req fakeopenai.RecordedRequest) fakeopenai.Step {
+		msgs := req.Body.Messages
+		last := msgs[len(msgs)-1]
+		if last.Role == "user" && last.Content == "request 4: the long one" && refused.CompareAndSwap(0, 1) {
+			return fakeopenai.ErrorStep(413, "This model's maximum context length is exceeded")
+		}
+		return base(req)
+	})
+	th := e.thread("too-long")
+	for n := 1; n <= 4; n++ {
+		text := fmt.Sprintf("request %d: look at part %d", n, n)
+		if n == 4 {
+			text = "request 4: the long one"
+		}
+		e.send(th, alice, fmt.Sprintf("ev-tl-%d", n), text)
+		ts := e.waitState(th, fmt.Sprint("turn ", n), func(ts session.TurnState) bool { return ts.Turn == n && done(ts) })
+		if n == 4 {
+			if ts.Status != session.StatusComplete || !hasNotice(ts, "Compacted turns", "the model refused the conversation as too long") {
+				t.Fatalf("turn 4 after the refusal: %s", dump(ts))
+			}
+		}
+	}
+	if n := refused.Load(); n != 1 {
+		t.Fatalf("the model refused %d times", n)
+	}
+	reqs := e.model.Requests()
+	last := reqs[len(reqs)-1]
+	if first := last.Body.Messages[1].Content; !strings.HasPrefix(first, agent.CompactNotePrefix) || !strings.Contains(first, "request 1: look at part 1") {
+		t.Fatalf("the retried call did not start from the summary: %.120q", first)
 	}
 }
