@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"archive/tar"
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -267,4 +268,21 @@ func RerootArchive(tr *tar.Reader, tw *tar.Writer, prefix string) error {
 			}
 		}
 	}
+}
+
+// rerootBuffer sizes the buffers RerootStream puts around both streams.
+const rerootBuffer = 1 << 20
+
+// RerootStream is RerootArchive from a workspace archive as it downloads
+// (r) to a snapshot writer (w), buffered both ways. When ctx ended, the
+// error is ctx's, not the broken read it caused.
+func RerootStream(ctx context.Context, r io.Reader, w io.Writer, prefix string) error {
+	bw := bufio.NewWriterSize(w, rerootBuffer)
+	if err := RerootArchive(tar.NewReader(bufio.NewReaderSize(r, rerootBuffer)), tar.NewWriter(bw), prefix); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	return bw.Flush()
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"strings"
 )
 
@@ -77,4 +78,35 @@ func (a *Activities) DeleteSnapshots(ctx context.Context, req DeleteSnapshotsReq
 		}
 	}
 	return nil
+}
+
+// SessionVerdicts answers a sweeper's question "has this session ended?"
+// asking alive (a Temporal look-up, say) at most once per session. A
+// session whose answer is unsure counts as alive, so its sandbox stays;
+// the errors are kept for the sweeper to report after the others were
+// handled.
+type SessionVerdicts struct {
+	alive func(sessionID string) (bool, error)
+	live  map[string]bool
+	// Errs are the failed look-ups.
+	Errs []error
+}
+
+// NewSessionVerdicts wraps alive.
+func NewSessionVerdicts(alive func(sessionID string) (bool, error)) *SessionVerdicts {
+	return &SessionVerdicts{alive: alive, live: map[string]bool{}}
+}
+
+// Ended reports whether the session is known to have ended.
+func (v *SessionVerdicts) Ended(sessionID string) bool {
+	live, seen := v.live[sessionID]
+	if !seen {
+		var err error
+		if live, err = v.alive(sessionID); err != nil {
+			v.Errs = append(v.Errs, fmt.Errorf("session %q: %w", sessionID, err))
+			live = true
+		}
+		v.live[sessionID] = live
+	}
+	return !live
 }

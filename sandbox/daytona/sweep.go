@@ -58,7 +58,7 @@ func (b *Backend) Sweep(ctx context.Context, alive func(sessionID string) (bool,
 		return nil, nil
 	}
 	filter, _ := json.Marshal(map[string]string{LabelManaged: "true", LabelDeployment: b.opts.Deployment})
-	verdicts := map[string]bool{}
+	verdicts := sandbox.NewSessionVerdicts(alive)
 	var errs []error
 	cursor := ""
 	for {
@@ -82,17 +82,7 @@ func (b *Backend) Sweep(ctx context.Context, alive func(sessionID string) (bool,
 			if session == "" || sb.State == "destroying" || sb.State == "destroyed" || sb.Labels[LabelDeployment] != b.opts.Deployment || time.Since(sb.CreatedAt) < sandbox.SweepGrace {
 				continue
 			}
-			live, seen := verdicts[session]
-			if !seen {
-				var aerr error
-				live, aerr = alive(session)
-				if aerr != nil {
-					errs = append(errs, fmt.Errorf("session %q: %w", session, aerr))
-					live = true
-				}
-				verdicts[session] = live
-			}
-			if live {
+			if !verdicts.Ended(session) {
 				continue
 			}
 			if err := b.Destroy(ctx, sandbox.Handle{ID: sb.ID}); err != nil {
@@ -107,7 +97,7 @@ func (b *Backend) Sweep(ctx context.Context, alive func(sessionID string) (bool,
 		}
 		cursor = *page.NextCursor
 	}
-	if len(errs) > 0 {
+	if errs = append(errs, verdicts.Errs...); len(errs) > 0 {
 		return removed, fmt.Errorf("daytona: sweep: %w", errors.Join(errs...))
 	}
 	return removed, nil

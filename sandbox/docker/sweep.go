@@ -7,6 +7,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+
+	"github.com/sandbot/sandbot/sandbox"
 )
 
 // Sweep removes sandbot containers on this daemon whose session is gone:
@@ -32,7 +34,7 @@ func (b *Backend) Sweep(ctx context.Context, alive func(sessionID string) (bool,
 	if err != nil {
 		return nil, b.classify("sweep: list containers", err)
 	}
-	verdicts := map[string]bool{}
+	verdicts := sandbox.NewSessionVerdicts(alive)
 	var errs []error
 	for _, c := range list.Items {
 		if err := ctx.Err(); err != nil {
@@ -42,17 +44,7 @@ func (b *Backend) Sweep(ctx context.Context, alive func(sessionID string) (bool,
 		if session == "" {
 			continue // not one of our session containers; leave it alone
 		}
-		live, seen := verdicts[session]
-		if !seen {
-			var aerr error
-			live, aerr = alive(session)
-			if aerr != nil {
-				errs = append(errs, fmt.Errorf("session %q: %w", session, aerr))
-				live = true
-			}
-			verdicts[session] = live
-		}
-		if live {
+		if !verdicts.Ended(session) {
 			continue
 		}
 		_, rerr := b.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
@@ -66,7 +58,7 @@ func (b *Backend) Sweep(ctx context.Context, alive func(sessionID string) (bool,
 		b.log.Info("docker: removed orphan sandbox", "sandbox", c.ID, "workflow_id", session)
 		removed = append(removed, c.ID)
 	}
-	if len(errs) > 0 {
+	if errs = append(errs, verdicts.Errs...); len(errs) > 0 {
 		return removed, fmt.Errorf("docker: sweep: %w", errors.Join(errs...))
 	}
 	return removed, nil

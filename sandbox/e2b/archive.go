@@ -119,14 +119,7 @@ func (b *Backend) Export(ctx context.Context, h sandbox.Handle, w io.Writer) err
 		return err
 	}
 	defer resp.Body.Close()
-	bw := bufio.NewWriterSize(w, ioBuffer)
-	if err := sandbox.RerootArchive(tar.NewReader(bufio.NewReaderSize(resp.Body, ioBuffer)), tar.NewWriter(bw), ""); err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("e2b: export: %w", ctx.Err())
-		}
-		return fmt.Errorf("e2b: export: %w", err)
-	}
-	if err := bw.Flush(); err != nil {
+	if err := sandbox.RerootStream(ctx, resp.Body, w, ""); err != nil {
 		return fmt.Errorf("e2b: export: %w", err)
 	}
 	return nil

@@ -25,7 +25,7 @@ func (b *Backend) Sweep(ctx context.Context, alive func(sessionID string) (bool,
 		return nil, nil
 	}
 	filter := url.Values{LabelManaged: {"true"}, LabelDeployment: {b.opts.Deployment}}.Encode()
-	verdicts := map[string]bool{}
+	verdicts := sandbox.NewSessionVerdicts(alive)
 	var errs []error
 	next := ""
 	for {
@@ -57,17 +57,7 @@ func (b *Backend) Sweep(ctx context.Context, alive func(sessionID string) (bool,
 			if s.StartedAt.IsZero() || time.Since(s.StartedAt) < sandbox.SweepGrace {
 				continue
 			}
-			live, seen := verdicts[session]
-			if !seen {
-				var aerr error
-				live, aerr = alive(session)
-				if aerr != nil {
-					errs = append(errs, fmt.Errorf("session %q: %w", session, aerr))
-					live = true
-				}
-				verdicts[session] = live
-			}
-			if live {
+			if !verdicts.Ended(session) {
 				continue
 			}
 			if err := b.Destroy(ctx, sandbox.Handle{Backend: Name, ID: s.SandboxID}); err != nil {
@@ -81,7 +71,7 @@ func (b *Backend) Sweep(ctx context.Context, alive func(sessionID string) (bool,
 			break
 		}
 	}
-	if len(errs) > 0 {
+	if errs = append(errs, verdicts.Errs...); len(errs) > 0 {
 		return removed, fmt.Errorf("e2b: sweep: %w", errors.Join(errs...))
 	}
 	return removed, nil
