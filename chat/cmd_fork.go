@@ -3,18 +3,28 @@ package chat
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/sandbot/sandbot/session"
 )
 
 var forkCommand = command{
 	name:  CmdFork,
-	usage: `/fork ["title"] [backend]`, help: "copy this session (conversation and workspace) into a new thread",
+	usage: `/fork [@N] ["title"] [backend]`, help: "copy this session (conversation and workspace, at turn N if given) into a new thread",
 	parse: parseFork,
 	run:   (*Core).runFork,
 }
 
 func parseFork(cmd *Command) error {
+	if len(cmd.Args) > 0 && strings.HasPrefix(cmd.Args[0], "@") {
+		n, err := strconv.Atoi(cmd.Args[0][1:])
+		if err != nil || n < 1 {
+			return userErrorf("/fork @N takes the number of a turn whose end the session kept, such as /fork @3 (/status lists them), not %q.", cmd.Args[0])
+		}
+		cmd.N = n
+		cmd.Args = cmd.Args[1:]
+	}
 	if len(cmd.Args) > 2 {
 		return userErrorf(`Put a title with spaces in quotes: /fork "my experiment" docker.`)
 	}
@@ -55,7 +65,7 @@ func (c *Core) runFork(ctx context.Context, r request) (Reply, error) {
 		return Reply{Text: "I could not open a thread for the fork; try again in a moment.", Ephemeral: true}, fmt.Errorf("chat: fork: start thread: %w", err)
 	}
 	cctx, cancel = c.slow(ctx)
-	res, err := c.s.Fork(cctx, r.id, session.ForkRequest{Location: to, Title: r.cmd.Title, Backend: r.cmd.Backend, User: r.u})
+	res, err := c.s.Fork(cctx, r.id, session.ForkRequest{Location: to, Title: r.cmd.Title, Backend: r.cmd.Backend, AtTurn: r.cmd.N, User: r.u})
 	cancel()
 	if err != nil {
 		c.say(ctx, r.p, to, "This fork could not be created: "+UserMessage(err))

@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/sandbot/sandbot/session"
 )
@@ -69,6 +70,9 @@ func statusCard(p Poster, id string, info session.Info, ts session.TurnState, ui
 		}
 		fields = append(fields, Field{Label: "Tokens", Value: v})
 	}
+	if cps := info.Checkpoints; len(cps) > 0 {
+		fields = append(fields, Field{Label: "Checkpoints", Value: checkpointsText(cps)})
+	}
 	if info.Parent != "" {
 		from := info.Parent
 		if loc, err := session.ParseID(info.Parent); err == nil {
@@ -82,6 +86,42 @@ func statusCard(p Poster, id string, info session.Info, ts session.TurnState, ui
 	}
 	card.Blocks = append(card.Blocks, Block{Kind: BlockContext, Text: "Workflow `" + id + "`"})
 	return card
+}
+
+// maxCheckpointsShown bounds the checkpoints /status lists (the newest).
+const maxCheckpointsShown = 12
+
+// checkpointsText lists kept checkpoints, newest first: "turn 7 (12:04,
+// 2,013 files, 48 MiB) · turn 6 (…)", for /rewind N and /fork @N.
+func checkpointsText(cps []session.Checkpoint) string {
+	var parts []string
+	for i := len(cps) - 1; i >= 0 && len(parts) < maxCheckpointsShown; i-- {
+		c := cps[i]
+		p := fmt.Sprintf("turn %d (%s", c.Turn, c.At.UTC().Format("01-02 15:04"))
+		if c.Files > 0 {
+			p += fmt.Sprintf(", %s files, %s", thousands(c.Files), sizeText(c.Bytes))
+		}
+		parts = append(parts, p+")")
+	}
+	s := strings.Join(parts, " · ")
+	if more := len(cps) - len(parts); more > 0 {
+		s += fmt.Sprintf(" · %d older", more)
+	}
+	return s + " — `/rewind N` or `/fork @N`"
+}
+
+// sizeText writes a size for people.
+func sizeText(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGT"[exp])
 }
 
 // usageText is a Usage as "12,345 in · 678 out (3 calls)".

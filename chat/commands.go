@@ -21,6 +21,7 @@ const (
 	CmdFork     = "fork"
 	CmdSessions = "sessions"
 	CmdDestroy  = "destroy"
+	CmdRewind   = "rewind"
 )
 
 // Command is a parsed bot command. Platforms with native slash commands
@@ -33,9 +34,10 @@ type Command struct {
 	// Title and Backend are /fork's and /backend's arguments.
 	Title   string
 	Backend string
-	// N is /history's entry count (0: DefaultHistory).
+	// N is /history's entry count (0: DefaultHistory), or the turn of
+	// /rewind N and /fork @N (0: the latest).
 	N int
-	// Confirm is /destroy's "confirm".
+	// Confirm is /destroy's and /rewind's "confirm".
 	Confirm bool
 }
 
@@ -76,6 +78,7 @@ var commandTable = []command{
 	compactCommand,
 	backendCommand,
 	forkCommand,
+	rewindCommand,
 	sessionsCommand,
 	destroyCommand,
 }

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/chattest"
@@ -48,6 +49,14 @@ func TestParseCommand(t *testing.T) {
 		{in: "/destroy", want: chat.Command{Name: chat.CmdDestroy}, ok: true},
 		{in: "/destroy confirm", want: chat.Command{Name: chat.CmdDestroy, Args: []string{"confirm"}, Confirm: true}, ok: true},
 		{in: "/destroy please", want: chat.Command{Name: chat.CmdDestroy, Args: []string{"please"}}, ok: true, wantErr: "Usage: /destroy confirm"},
+		{in: "/fork @3", want: chat.Command{Name: chat.CmdFork, Args: []string{}, N: 3}, ok: true},
+		{in: `/fork @2 "older try" docker`, want: chat.Command{Name: chat.CmdFork, Args: []string{"older try", "docker"}, Title: "older try", Backend: "docker", N: 2}, ok: true},
+		{in: "/fork @two", want: chat.Command{Name: chat.CmdFork, Args: []string{"@two"}}, ok: true, wantErr: "/fork @N takes the number of a turn"},
+		{in: "/rewind 3", want: chat.Command{Name: chat.CmdRewind, Args: []string{"3"}, N: 3}, ok: true},
+		{in: "/rewind 3 confirm", want: chat.Command{Name: chat.CmdRewind, Args: []string{"3", "confirm"}, N: 3, Confirm: true}, ok: true},
+		{in: "/rewind", want: chat.Command{Name: chat.CmdRewind}, ok: true, wantErr: "Usage: /rewind N confirm"},
+		{in: "/rewind 0", want: chat.Command{Name: chat.CmdRewind, Args: []string{"0"}}, ok: true, wantErr: "/rewind takes the number of a turn"},
+		{in: "/rewind 3 now", want: chat.Command{Name: chat.CmdRewind, Args: []string{"3", "now"}}, ok: true, wantErr: "Usage: /rewind N confirm"},
 		{in: "/pause", want: chat.Command{Name: chat.CmdPause}, ok: true},
 		{in: "/resume", want: chat.Command{Name: chat.CmdResume}, ok: true},
 		{in: "/frobnicate", want: chat.Command{Name: "frobnicate"}, ok: true, wantErr: "no command /frobnicate"},
@@ -108,6 +117,40 @@ func TestHandleCommandStatus(t *testing.T) {
 	link := "http://ui.test/namespaces/default/workflows/" + "session%2Ftest%2FW1%2FC1%2FT1"
 	if !strings.Contains(cardText(*r.Card), link) {
 		t.Errorf("status card lacks the Temporal UI link %s:\n%s", link, cardText(*r.Card))
+	}
+}
+
+// /status lists the kept checkpoints, newest first, for /rewind and
+// /fork @N; /rewind asks before it undoes anything.
+func TestCheckpointsInStatusAndRewind(t *testing.T) {
+	at := time.Date(2026, 12, 2, 10, 4, 0, 0, time.UTC)
+	f := &chattest.Sessions{
+		InfoFn: func(id string) (session.Info, error) {
+			return session.Info{WorkflowID: id, Turns: 3, Checkpoints: []session.Checkpoint{
+				{Turn: 1, At: at, Files: 2013, Bytes: 48 << 20}, {Turn: 3, At: at.Add(time.Hour)},
+			}}, nil
+		},
+		TurnStateFn: func(string) (session.TurnState, error) { return session.TurnState{Turn: 3}, nil },
+		RewindFn: func(_ string, req session.RewindRequest) (session.RewindResponse, error) {
+			return session.RewindResponse{Turn: req.Turn, Undone: 3 - req.Turn}, nil
+		},
+	}
+	c := newTestCore(t, f, newAutoClock(), nil)
+	r, err := c.HandleCommand(context.Background(), &recPoster{}, testThread, chat.User{ID: "U1"}, chat.Command{Name: chat.CmdStatus})
+	if err != nil || r.Card == nil {
+		t.Fatal(r, err)
+	}
+	want := "turn 3 (12-02 11:04) · turn 1 (12-02 10:04, 2,013 files, 48.0 MiB) — `/rewind N` or `/fork @N`"
+	if got := cardText(*r.Card); !strings.Contains(got, want) {
+		t.Errorf("status card lacks %q:\n%s", want, got)
+	}
+	r, _ = c.HandleCommand(context.Background(), &recPoster{}, testThread, chat.User{ID: "U1"}, chat.Command{Name: chat.CmdRewind, N: 1})
+	if f.Count("rewind") != 0 || !strings.Contains(r.Text, "/rewind 1 confirm") || !strings.Contains(r.Text, "undoing turns 2 to 3") {
+		t.Fatalf("unconfirmed rewind: calls %v, reply %q", f.Calls(), r.Text)
+	}
+	r, _ = c.HandleCommand(context.Background(), &recPoster{}, testThread, chat.User{ID: "U1"}, chat.Command{Name: chat.CmdRewind, N: 1, Confirm: true})
+	if f.Count("rewind") != 1 || !strings.Contains(r.Text, "Rewound to the end of turn 1; 2 later turns were undone") {
+		t.Fatalf("confirmed rewind: calls %v, reply %q", f.Calls(), r.Text)
 	}
 }
 

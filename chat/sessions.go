@@ -33,6 +33,8 @@ type Sessions interface {
 	Resume(ctx context.Context, id string, req session.ResumeRequest) (session.PauseResponse, error)
 	// Compact returns once the conversation was compacted (or could not be).
 	Compact(ctx context.Context, id string, req session.CompactRequest) (session.CompactResponse, error)
+	// Rewind returns once the session was rewound (or refused).
+	Rewind(ctx context.Context, id string, req session.RewindRequest) (session.RewindResponse, error)
 	// Destroy returns after the sandbox and snapshots are removed.
 	Destroy(ctx context.Context, id string, req session.DestroyRequest) (session.DestroyResponse, error)
 	SetBackend(ctx context.Context, id string, req session.SetBackendRequest) (session.SetBackendResponse, error)

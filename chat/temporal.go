@@ -164,6 +164,13 @@ func (t *TemporalSessions) Compact(ctx context.Context, id string, req session.C
 	return r, err
 }
 
+// Rewind implements Sessions.
+func (t *TemporalSessions) Rewind(ctx context.Context, id string, req session.RewindRequest) (session.RewindResponse, error) {
+	var r session.RewindResponse
+	err := t.update(ctx, id, session.UpdateRewind, &req, &r)
+	return r, err
+}
+
 // Resume implements Sessions.
 func (t *TemporalSessions) Resume(ctx context.Context, id string, req session.ResumeRequest) (session.PauseResponse, error) {
 	var r session.PauseResponse

@@ -128,6 +128,10 @@ type Session struct {
 	ExecHeartbeat time.Duration
 	// IdleSuspend suspends an idle sandbox after this long (0: never).
 	IdleSuspend time.Duration
+	// Checkpoints and CheckpointMaxAge bound the ends of turns a session
+	// keeps (session.Policy).
+	Checkpoints      int
+	CheckpointMaxAge time.Duration
 }
 
 // Sandbox selects and configures sandbox backends.
@@ -338,6 +342,8 @@ func (c *Config) SessionPolicy() session.Policy {
 		ModelTimeout:      c.Model.Timeout,
 		ModelAttempts:     c.Model.Attempts,
 		IdleSuspend:       c.Session.IdleSuspend,
+		Checkpoints:       c.Session.Checkpoints,
+		CheckpointMaxAge:  c.Session.CheckpointMaxAge,
 	}
 }
 

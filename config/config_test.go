@@ -54,6 +54,7 @@ func TestDefaultsValidate(t *testing.T) {
 		MaxCommandTimeout: session.DefaultMaxCommandTimeout, HistoryLimitBytes: session.DefaultHistoryLimitBytes,
 		ExecHeartbeat: session.DefaultExecHeartbeat, ModelTimeout: session.DefaultModelTimeout,
 		ModelAttempts: session.DefaultModelAttempts, IdleSuspend: DefaultIdleSuspend,
+		Checkpoints: session.DefaultCheckpoints, CheckpointMaxAge: session.DefaultCheckpointMaxAge,
 	}
 	if got := c.SessionPolicy(); got != want {
 		t.Errorf("policy:\n got %+v\nwant %+v", got, want)

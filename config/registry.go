@@ -273,6 +273,18 @@ var coreVars = []Var{
 				p.add("%s is negative; use 0 (off) or a positive duration such as 30m", c.Session.IdleSuspend)
 			}
 		}},
+	{Name: "SANDBOT_SESSION_CHECKPOINTS", Default: strconv.Itoa(session.DefaultCheckpoints), Readers: worker,
+		Doc:   "ends of turns each session keeps for /rewind and /fork @N (the workspace snapshots cost only what changed)",
+		field: func(c *Config) any { return &c.Session.Checkpoints },
+		check: func(c *Config, p *probs) {
+			if n := c.Session.Checkpoints; n < 1 || n > maxCheckpoints {
+				p.add("%d is out of range; use 1 to %d", n, maxCheckpoints)
+			}
+		}},
+	{Name: "SANDBOT_SESSION_CHECKPOINT_MAX_AGE", Default: durationText(session.DefaultCheckpointMaxAge), Readers: worker,
+		Doc:   "drop checkpoints older than this (the latest is always kept)",
+		field: func(c *Config) any { return &c.Session.CheckpointMaxAge },
+		check: func(c *Config, p *probs) { checkPositive(p, c.Session.CheckpointMaxAge, "720h") }},
 	{Name: "SANDBOT_SESSION_APPROVERS", Readers: bot,
 		Doc:   "user IDs (any platform) who may approve in every session, besides each session's owner",
 		field: func(c *Config) any { return &c.Session.Approvers }},
@@ -329,7 +341,7 @@ var coreVars = []Var{
 		Doc:   "largest workspace a session may keep: a snapshot of a larger one is refused with a message in the thread, and no single file a command writes may pass it (RLIMIT_FSIZE); 0: no limit",
 		field: func(c *Config) any { return &c.Sandbox.WorkspaceQuota }},
 	{Name: "SANDBOT_SANDBOX_SNAPSHOT_MAX", Default: "2g", Readers: worker,
-		Doc:   "largest stored (zstd-compressed) snapshot; a larger one is refused with a message in the thread; 0: no limit",
+		Doc:   "most one snapshot may write to the store (compressed; an incremental snapshot writes only what changed); a larger one is refused with a message in the thread; 0: no limit",
 		field: func(c *Config) any { return &c.Sandbox.SnapshotMax }},
 	{Name: "SANDBOT_SANDBOX_HOST_ID", DefaultDoc: "hostname", Readers: RoleWorker,
 		Doc:   "names this host's task queue",
@@ -546,6 +558,9 @@ var coreVars = []Var{
 const (
 	minHistoryLimit = 1 << 20
 	maxHistoryLimit = 50 << 20
+	// maxCheckpoints bounds the checkpoints in a session's state (each is
+	// a few dozen bytes of it, carried through continue-as-new).
+	maxCheckpoints = 1000
 	// minDockerMemory is Docker's own minimum for a container.
 	minDockerMemory = 6 << 20
 )

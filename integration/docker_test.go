@@ -170,8 +170,23 @@ func TestDestroyCleansUp(t *testing.T) {
 	if e.snapshotExists(key) {
 		t.Fatalf("snapshot %s outlived destroy", key)
 	}
+	// The session's prefix is gone at once; the contents only it named go
+	// at the next collection of objects older than the sweep's grace.
+	for _, f := range regularFiles(t, snapDir) {
+		if !strings.Contains(f, "/objects/") {
+			t.Fatalf("files left in the snapshot store: %q", f)
+		}
+	}
+	st, err := blobstore.Open(e.ctx, e.cfg.Sandbox.SnapshotURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := sandbox.CollectObjects(e.ctx, st, time.Now().Add(2*sandbox.SweepGrace)); err != nil {
+		t.Fatal(err)
+	}
 	if left := regularFiles(t, snapDir); len(left) != 0 {
-		t.Fatalf("files left in the snapshot store: %q", left)
+		t.Fatalf("files left in the snapshot store after collection: %q", left)
 	}
 	var res session.SessionResult
 	if err := e.c.GetWorkflow(e.ctx, th.ID(), "").Get(e.ctx, &res); err != nil || !res.Destroyed || res.Turns != 1 {

@@ -31,8 +31,9 @@ var updateHistories = flag.Bool("update-histories", false, "write this generatio
 // historyGeneration numbers the workflow code that recorded a history:
 // v1 is the code before worker-owned policies; v2 has the worker-policy,
 // frozen-approval-decision and destroy-before-continue-as-new changes
-// (and signed-decisions); v3 adds watch-lease.
-const historyGeneration = 4
+// (and signed-decisions); v3 adds watch-lease; v4 transcript-refs and
+// compaction; v5 checkpoints (incremental snapshots).
+const historyGeneration = 5
 
 // historyDir is where the replay test in package workflows reads them.
 const historyDir = "../workflows/testdata/histories"

@@ -198,8 +198,11 @@ func TestUnavailableDockerBackend(t *testing.T) {
 // A turn that changes the workspace writes a new snapshot; the one it
 // supersedes is deleted at the next turn boundary, so a long session does
 // not pile up one archive per turn.
+// Snapshots that no kept checkpoint names are deleted: with one
+// checkpoint kept, turn 1's snapshot goes once turn 2 completes, and the
+// store holds turn 2's manifest and the objects it names.
 func TestSupersededSnapshotsAreDeleted(t *testing.T) {
-	e := newThreadEnv(t, false, noApprovals)
+	e := newThreadEnv(t, false, noApprovals, func(c *config.Config) { c.Session.Checkpoints = 1 })
 	th := e.thread("superseded")
 	e.turn(th, 1, "first version",
 		fakeopenai.ToolCallStep("c1", "shell", shell("echo one > v.txt")),
@@ -211,9 +214,13 @@ func TestSupersededSnapshotsAreDeleted(t *testing.T) {
 	e.turn(th, 2, "second version",
 		fakeopenai.ToolCallStep("c2", "shell", shell("echo two > v.txt")),
 		fakeopenai.FinalStep("two"))
-	second := e.info(th).Snapshot
+	info := e.info(th)
+	second := info.Snapshot
 	if second == first || !e.snapshotExists(second) {
 		t.Fatalf("turn 2 should write a new snapshot: first %q, second %q", first, second)
+	}
+	if len(info.Checkpoints) != 1 || info.Checkpoints[0].Turn != 2 {
+		t.Fatalf("checkpoints %+v, want only turn 2's", info.Checkpoints)
 	}
 	deadline := time.Now().Add(waitTimeout)
 	for e.snapshotExists(first) {
@@ -225,8 +232,9 @@ func TestSupersededSnapshotsAreDeleted(t *testing.T) {
 	snapDir := strings.TrimPrefix(e.cfg.Sandbox.SnapshotURL, "file://")
 	var snapshots []string
 	for _, f := range regularFiles(t, snapDir) {
-		// The session's stored transcripts live beside its snapshots.
-		if !strings.Contains(f, "/transcript/") {
+		// The session's stored transcripts live beside its snapshots,
+		// the contents under objects/.
+		if strings.Contains(f, "/sessions/") && !strings.Contains(f, "/transcript/") {
 			snapshots = append(snapshots, f)
 		}
 	}

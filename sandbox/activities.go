@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -65,10 +66,16 @@ type SnapshotStore interface {
 	// Put streams r into key; the object appears only if r reaches EOF.
 	Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	// OpenRange reads length bytes of key from offset.
+	OpenRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
 	Copy(ctx context.Context, from, to string) error
 	DeletePrefix(ctx context.Context, prefix string) (int, error)
 	// Delete removes one key; a missing key is not an error.
 	Delete(ctx context.Context, key string) error
+	// ModTime returns when key was last written.
+	ModTime(ctx context.Context, key string) (time.Time, error)
+	// List calls fn with every key under prefix and when it was written.
+	List(ctx context.Context, prefix string, fn func(key string, modTime time.Time) error) error
 }
 
 // Activities are the sandbox activities of the session workflow. Register
@@ -217,7 +224,7 @@ func (a *Activities) Ensure(ctx context.Context, req EnsureRequest) (res EnsureR
 		if derr := b.Destroy(context.WithoutCancel(ctx), h); derr != nil {
 			a.log().Warn("cannot destroy sandbox after failed restore", "sandbox", h.ID, "error", derr)
 		}
-		if errors.Is(err, ErrUnsafeArchive) || errors.Is(err, ErrBadKey) {
+		if errors.Is(err, ErrUnsafeArchive) || errors.Is(err, ErrBadKey) || errors.Is(err, ErrCorruptObject) || errors.Is(err, ErrBadManifest) {
 			msg := fmt.Sprintf("sandbox: ensure: restore %s: %v", req.Snapshot, err)
 			return EnsureResult{}, temporal.NewNonRetryableApplicationError(msg, ErrTypeRestoreFailed, nil)
 		}
@@ -256,7 +263,15 @@ func (a *Activities) restore(ctx context.Context, b Backend, h Handle, key strin
 		return err
 	}
 	defer r.Close()
-	tr, err := ReadSnapshot(r)
+	br := bufio.NewReaderSize(r, 64<<10)
+	if head, _ := br.Peek(len(manifestMagic)); IsManifest(head) {
+		m, err := readManifest(ctx, a.Store, br)
+		if err != nil {
+			return err
+		}
+		return a.restoreManifest(ctx, b, h, m)
+	}
+	tr, err := ReadSnapshot(br)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnsafeArchive, err)
 	}

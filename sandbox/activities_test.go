@@ -38,20 +38,29 @@ type fixture struct {
 	acts  *sandbox.Activities
 	local *local.Backend
 	store *blobstore.Store
+	// storeDir is the file store's directory.
+	storeDir string
 }
 
 func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	return newFixtureOf(t, func(lb *local.Backend) sandbox.Backend { return lb })
+}
+
+// newFixtureOf serves the local backend as wrap makes it.
+func newFixtureOf(t *testing.T, wrap func(*local.Backend) sandbox.Backend) *fixture {
 	t.Helper()
 	lb, err := local.New(local.Options{Root: t.TempDir(), Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := blobstore.Open(context.Background(), "file://"+t.TempDir())
+	storeDir := t.TempDir()
+	store, err := blobstore.Open(context.Background(), "file://"+storeDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	backends, err := sandbox.NewBackends(lb)
+	backends, err := sandbox.NewBackends(wrap(lb))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +72,7 @@ func newFixture(t *testing.T) *fixture {
 	// Registering the struct also proves every exported method is a valid
 	// activity, as cmd/worker will register it the same way.
 	env.RegisterActivity(acts)
-	return &fixture{env: env, acts: acts, local: lb, store: store}
+	return &fixture{env: env, acts: acts, local: lb, store: store, storeDir: storeDir}
 }
 
 func (f *fixture) ensure(t *testing.T, req sandbox.EnsureRequest) sandbox.EnsureResult {

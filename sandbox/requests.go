@@ -77,6 +77,10 @@ type SnapshotRequest struct {
 	// PrevFingerprint is the fingerprint of the last snapshot; when the
 	// workspace still matches it nothing is written.
 	PrevFingerprint string `json:"prev_fingerprint,omitempty"`
+	// Base is the session's last snapshot (SaveWorkspace): the files it
+	// names whose metadata did not change are not read again, and the
+	// contents it names are not written again.
+	Base string `json:"base,omitempty"`
 }
 
 // SnapshotResult reports what was saved.
@@ -85,7 +89,16 @@ type SnapshotResult struct {
 	Written     bool   `json:"written"`
 	Key         string `json:"key,omitempty"`
 	Fingerprint string `json:"fingerprint"`
-	Bytes       int64  `json:"bytes,omitempty"`
+	// Bytes is what was written to the store: the whole compressed
+	// archive (Snapshot), or the new objects and the manifest
+	// (SaveWorkspace).
+	Bytes int64 `json:"bytes,omitempty"`
+	// Objects counts the new content objects written (SaveWorkspace).
+	Objects int `json:"objects,omitempty"`
+	// Files and WorkspaceBytes are the workspace's regular files and
+	// their total size (SaveWorkspace).
+	Files          int   `json:"files,omitempty"`
+	WorkspaceBytes int64 `json:"workspace_bytes,omitempty"`
 }
 
 // CopySnapshotRequest copies a snapshot under a new key (forks).

@@ -39,6 +39,7 @@ const (
 	UpdateFork        = "fork"
 	UpdateClaimFinal  = "claim_final"
 	UpdateClaimWatch  = "claim_watch"
+	UpdateRewind      = "rewind"
 
 	QueryTurnState = "turn_state"
 	QueryHistory   = "history"
@@ -316,7 +317,10 @@ type ForkRequest struct {
 	Location Location `json:"location"`
 	Title    string   `json:"title,omitempty"`
 	Backend  string   `json:"backend,omitempty"`
-	User     User     `json:"user"`
+	// AtTurn forks from the checkpoint of that turn (/fork @N) instead of
+	// the last completed turn; 0 means the last.
+	AtTurn int  `json:"at_turn,omitempty"`
+	User   User `json:"user"`
 	// Auth is the bot's signature (see Signature).
 	Auth Signature `json:"auth,omitzero"`
 }
@@ -333,4 +337,33 @@ type ForkSeed struct {
 	Transcript  []Message `json:"transcript"`
 	Snapshot    string    `json:"snapshot,omitempty"`
 	Fingerprint string    `json:"fingerprint,omitempty"`
+}
+
+// RewindRequest is the input of UpdateRewind (/rewind N): bring the
+// workspace and the conversation back to the end of turn Turn, from the
+// checkpoint the session kept for it. Later turns are undone; the
+// transcript records who rewound and what was undone.
+type RewindRequest struct {
+	Turn int  `json:"turn"`
+	User User `json:"user"`
+	// Auth is the bot's signature (see Signature).
+	Auth Signature `json:"auth,omitzero"`
+}
+
+// RewindResponse says what a rewind did.
+type RewindResponse struct {
+	// Turn is the turn rewound to; Undone counts the turns undone.
+	Turn   int `json:"turn"`
+	Undone int `json:"undone"`
+}
+
+// Checkpoint is the end of a completed turn, which the session can rewind
+// to or fork from (see Info.Checkpoints).
+type Checkpoint struct {
+	Turn int       `json:"turn"`
+	At   time.Time `json:"at"`
+	// Files and Bytes describe the workspace then (0 when its snapshot
+	// did not say, or it was empty).
+	Files int   `json:"files,omitempty"`
+	Bytes int64 `json:"bytes,omitempty"`
 }

@@ -43,6 +43,11 @@ type Policy struct {
 	ModelAttempts int           `json:"model_attempts,omitempty"`
 	// IdleSuspend suspends the sandbox after this much idle time (0: never).
 	IdleSuspend time.Duration `json:"idle_suspend,omitempty"`
+	// Checkpoints is how many ends of turns a session keeps to rewind to
+	// or fork from; CheckpointMaxAge drops older ones sooner. The latest
+	// is always kept.
+	Checkpoints      int           `json:"checkpoints,omitempty"`
+	CheckpointMaxAge time.Duration `json:"checkpoint_max_age,omitempty"`
 }
 
 // Settings are the per-session knobs carried through continue-as-new: the
@@ -79,6 +84,8 @@ const (
 	DefaultExecHeartbeat        = 30 * time.Second
 	DefaultModelTimeout         = 5 * time.Minute
 	DefaultModelAttempts        = 6
+	DefaultCheckpoints          = 20
+	DefaultCheckpointMaxAge     = 30 * 24 * time.Hour
 )
 
 // WithDefaults fills zero fields with documented defaults. IdleSuspend
@@ -119,6 +126,12 @@ func (s Policy) WithDefaults() Policy {
 	}
 	if s.ModelAttempts <= 0 {
 		s.ModelAttempts = DefaultModelAttempts
+	}
+	if s.Checkpoints <= 0 {
+		s.Checkpoints = DefaultCheckpoints
+	}
+	if s.CheckpointMaxAge <= 0 {
+		s.CheckpointMaxAge = DefaultCheckpointMaxAge
 	}
 	return s
 }

@@ -127,7 +127,17 @@ func (r *SetBackendRequest) signedFields() []string {
 	return append([]string{r.Backend}, userFields(r.User)...)
 }
 func (r *ForkRequest) signedFields() []string {
-	return append([]string{r.Location.ID(), r.Title, r.Backend}, userFields(r.User)...)
+	f := []string{r.Location.ID(), r.Title, r.Backend}
+	if r.AtTurn != 0 {
+		// Only when set, so requests of bots from before /fork @N verify
+		// as they did.
+		f = append(f, "@"+strconv.Itoa(r.AtTurn))
+	}
+	return append(f, userFields(r.User)...)
+}
+func (r *RewindRequest) auth() *Signature { return &r.Auth }
+func (r *RewindRequest) signedFields() []string {
+	return append([]string{strconv.Itoa(r.Turn)}, userFields(r.User)...)
 }
 func (r *ChatRefRequest) signedFields() []string {
 	return []string{strconv.Itoa(r.Turn), r.Kind, r.Ref}
@@ -163,6 +173,8 @@ func SignedRequest(req any) (Signed, bool) {
 	case SetBackendRequest:
 		return &r, true
 	case ForkRequest:
+		return &r, true
+	case RewindRequest:
 		return &r, true
 	case ChatRefRequest:
 		return &r, true

@@ -166,6 +166,9 @@ type Info struct {
 	SandboxWarning string `json:"sandbox_warning,omitempty"`
 	// Usage is what the session's model calls cost so far.
 	Usage Usage `json:"usage,omitzero"`
+	// Checkpoints are the ends of turns the session keeps, oldest first:
+	// /rewind and /fork @N take one of them.
+	Checkpoints []Checkpoint `json:"checkpoints,omitempty"`
 }
 
 // Usage is the token accounting of model calls, as the model endpoint

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -25,6 +26,14 @@ func (s *sessionRun) validateFork(ctx workflow.Context, req session.ForkRequest)
 	if req.Backend != "" && len(s.st.Settings.Backends) > 0 && !slices.Contains(s.st.Settings.Backends, req.Backend) {
 		return fmt.Errorf("backend %q is not available; available backends: %s", req.Backend, strings.Join(s.st.Settings.Backends, ", "))
 	}
+	if req.AtTurn != 0 {
+		if !s.checkpoints {
+			return errors.New("this session's current run predates checkpoints; /fork @N works after its next continue-as-new (a plain /fork works now)")
+		}
+		if _, ok := s.st.checkpoint(req.AtTurn); !ok {
+			return fmt.Errorf("turn %d has no checkpoint; the session keeps the ends of turns %s", req.AtTurn, s.st.keptTurns())
+		}
+	}
 	return nil
 }
 
@@ -45,7 +54,19 @@ func (s *sessionRun) onFork(ctx workflow.Context, req session.ForkRequest) (sess
 		}
 	}
 	snap, fp := s.st.Snapshot, s.st.Fingerprint
-	if s.turnActive && s.execRan {
+	if req.AtTurn != 0 {
+		// From a checkpoint (validated; kept while the fork copies, as
+		// checkpoints only go between turns and forksInFlight holds
+		// their deletion).
+		c, _ := s.st.checkpoint(req.AtTurn)
+		atTurn, snap, fp = c.Turn, c.Key, c.Fingerprint
+		msgs = msgs[:0]
+		for _, e := range s.st.Transcript {
+			if e.Turn <= atTurn {
+				msgs = append(msgs, e.Msg)
+			}
+		}
+	} else if s.turnActive && s.execRan {
 		// The running turn may have changed the workspace after the last
 		// snapshot was taken; that snapshot is still the consistent point
 		// because snapshots are only written at turn boundaries.

@@ -53,6 +53,7 @@ func (s *sessionRun) register(ctx workflow.Context) error {
 		{session.UpdateFork, s.onFork, s.validateFork},
 		{session.UpdateClaimFinal, s.onClaimFinal, s.validateClaimFinal},
 		{session.UpdateClaimWatch, s.onClaimWatch, s.validateClaimWatch},
+		{session.UpdateRewind, s.onRewind, s.validateRewind},
 	}
 	for _, u := range updates {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler, workflow.UpdateHandlerOptions{Validator: u.validator}); err != nil {

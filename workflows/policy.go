@@ -52,6 +52,13 @@ const (
 	// its oldest part, and the summary replaces that part in the
 	// transcript, once. Decided once per run, at its start.
 	changeCompaction = "compaction"
+	// changeCheckpoints: snapshots are incremental manifests
+	// (SaveWorkspace, restored by EnsureWorkspace and RestoreWorkspace,
+	// which workers of older builds do not register), and every completed
+	// turn keeps its manifest as a checkpoint, within the policy's
+	// retention, for /rewind and /fork @N. Decided once per run, at its
+	// start.
+	changeCheckpoints = "checkpoints"
 )
 
 // PolicyActivities serves the worker's session policy to session runs. It

@@ -26,6 +26,14 @@ type sessionRun struct {
 	// compaction: this run compacts a conversation that no longer fits
 	// (changeCompaction).
 	compaction bool
+	// checkpoints: this run writes incremental snapshots and keeps a
+	// checkpoint per completed turn (changeCheckpoints).
+	checkpoints bool
+	// rewind is a /rewind waiting for the main loop; rewound is its answer.
+	rewind  *session.RewindRequest
+	rewound rewindResult
+	// saved is what this turn's incremental snapshot wrote.
+	saved sandbox.SnapshotResult
 	// compactRequested is set by /compact until the main loop compacted;
 	// compacted is what the last compaction did.
 	compactRequested bool
@@ -61,6 +69,7 @@ func Session(ctx workflow.Context, in Input) (session.SessionResult, error) {
 	s.watchLease = workflow.GetVersion(ctx, changeWatchLease, workflow.DefaultVersion, 1) >= 1
 	s.transcriptRefs = workflow.GetVersion(ctx, changeTranscriptRefs, workflow.DefaultVersion, 1) >= 1
 	s.compaction = s.transcriptRefs && workflow.GetVersion(ctx, changeCompaction, workflow.DefaultVersion, 1) >= 1
+	s.checkpoints = workflow.GetVersion(ctx, changeCheckpoints, workflow.DefaultVersion, 1) >= 1
 	if err := s.register(ctx); err != nil {
 		return session.SessionResult{}, err
 	}
@@ -155,6 +164,7 @@ func (s *sessionRun) info(ctx workflow.Context) session.Info {
 		Confinement:    s.st.Confinement,
 		SandboxWarning: s.st.SandboxWarning,
 		Usage:          s.st.Usage,
+		Checkpoints:    s.st.checkpointInfo(),
 	}
 }
 
@@ -168,6 +178,7 @@ func (s *sessionRun) run(ctx workflow.Context) (session.SessionResult, error) {
 				(s.pauseRequested && !s.st.Paused) ||
 				s.st.PendingBackend != "" ||
 				s.compactRequested ||
+				s.rewind != nil ||
 				s.shouldContinueAsNew(ctx)
 		}
 		if s.st.Settings.IdleSuspend > 0 && s.st.Handle != nil && !s.st.Suspended {
@@ -196,6 +207,10 @@ func (s *sessionRun) run(ctx workflow.Context) (session.SessionResult, error) {
 		case s.compactRequested:
 			s.compact(ctx, "asked for with /compact")
 			s.compactRequested = false
+			continue
+		case s.rewind != nil:
+			s.rewound = s.doRewind(ctx, *s.rewind)
+			s.rewind = nil
 			continue
 		case s.shouldContinueAsNew(ctx):
 			return s.continueAsNew(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -101,6 +102,7 @@ type harness struct {
 	rejects   []string
 	destroyed []sandbox.DestroyRequest
 	deleted   []string
+	restored  []sandbox.RestoreRequest
 	// snapErr, when set, fails Snapshot activities with what it returns.
 	snapErr func() error
 	// policy is what the worker's policy activity answers: the policy of
@@ -117,8 +119,11 @@ func newHarness(t *testing.T, steps ...agent.ModelResponse) *harness {
 	env.RegisterActivity(modelActs.Complete)
 	env.RegisterActivity(modelActs.CompleteStored)
 	env.RegisterActivity(sandboxActs.Ensure)
+	env.RegisterActivity(sandboxActs.EnsureWorkspace)
 	env.RegisterActivity(sandboxActs.Exec)
 	env.RegisterActivity(sandboxActs.Snapshot)
+	env.RegisterActivity(sandboxActs.SaveWorkspace)
+	env.RegisterActivity(sandboxActs.RestoreWorkspace)
 	env.RegisterActivity(sandboxActs.Destroy)
 	env.RegisterActivity(sandboxActs.CopySnapshot)
 	env.RegisterActivity(sandboxActs.DeleteSnapshots)
@@ -139,17 +144,27 @@ func newHarness(t *testing.T, steps ...agent.ModelResponse) *harness {
 	env.OnActivity(modelActs.CompleteStored, mock.Anything, mock.Anything).Return(h.model.complete)
 	env.OnActivity(sandboxActs.Ensure, mock.Anything, mock.Anything).Return(h.box.ensure)
 	env.OnActivity(sandboxActs.Exec, mock.Anything, mock.Anything).Return(h.box.exec)
-	env.OnActivity(sandboxActs.Snapshot, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, req sandbox.SnapshotRequest) (sandbox.SnapshotResult, error) {
-			h.mu.Lock()
-			h.snaps++
-			fail := h.snapErr
-			h.mu.Unlock()
-			if fail != nil {
-				return sandbox.SnapshotResult{}, fail()
-			}
-			return sandbox.SnapshotResult{Written: true, Key: req.Key, Fingerprint: "fp"}, nil
-		})
+	snapshot := func(_ context.Context, req sandbox.SnapshotRequest) (sandbox.SnapshotResult, error) {
+		h.mu.Lock()
+		h.snaps++
+		fail := h.snapErr
+		h.mu.Unlock()
+		if fail != nil {
+			return sandbox.SnapshotResult{}, fail()
+		}
+		return sandbox.SnapshotResult{Written: true, Key: req.Key, Fingerprint: "fp"}, nil
+	}
+	// Runs since changeCheckpoints call the incremental activities; the
+	// box answers them the same way.
+	env.OnActivity(sandboxActs.EnsureWorkspace, mock.Anything, mock.Anything).Return(h.box.ensure)
+	env.OnActivity(sandboxActs.Snapshot, mock.Anything, mock.Anything).Return(snapshot)
+	env.OnActivity(sandboxActs.SaveWorkspace, mock.Anything, mock.Anything).Return(snapshot)
+	env.OnActivity(sandboxActs.RestoreWorkspace, mock.Anything, mock.Anything).Return(func(_ context.Context, r sandbox.RestoreRequest) (sandbox.RestoreResult, error) {
+		h.mu.Lock()
+		h.restored = append(h.restored, r)
+		h.mu.Unlock()
+		return sandbox.RestoreResult{Written: 1}, nil
+	})
 	env.OnActivity(sandboxActs.Destroy, mock.Anything, mock.Anything).Return(func(_ context.Context, r sandbox.DestroyRequest) error {
 		h.mu.Lock()
 		h.destroyed = append(h.destroyed, r)
@@ -516,28 +531,105 @@ func TestContinueAsNewCarriesState(t *testing.T) {
 	}
 }
 
-func TestSupersededSnapshotsAreDeleted(t *testing.T) {
-	h := newHarness(t, shellCall("c1", "touch a"), final("one"), shellCall("c2", "touch b"), final("two"))
+func (h *harness) info() session.Info {
+	h.t.Helper()
+	v, err := h.env.QueryWorkflow(session.QueryInfo)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var info session.Info
+	if err := v.Get(&info); err != nil {
+		h.t.Fatal(err)
+	}
+	return info
+}
+
+func (h *harness) history() []session.HistoryEntry {
+	h.t.Helper()
+	v, err := h.env.QueryWorkflow(session.QueryHistory, session.HistoryRequest{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []session.HistoryEntry
+	if err := v.Get(&out); err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+// Every completed turn keeps its snapshot as a checkpoint; the retention
+// (here two) drops the oldest, whose snapshot is then deleted.
+func TestCheckpointsKeepSnapshotsWithinRetention(t *testing.T) {
+	h := newHarness(t, shellCall("c1", "touch a"), final("one"), shellCall("c2", "touch b"), final("two"), shellCall("c3", "touch c"), final("three"))
 	h.at(0, func() { h.send("e1", "first") })
 	h.at(time.Minute, func() { h.send("e2", "second") })
+	h.at(2*time.Minute, func() { h.send("e3", "third") })
 	var info session.Info
-	h.at(2*time.Minute, func() {
-		v, err := h.env.QueryWorkflow(session.QueryInfo)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := v.Get(&info); err != nil {
-			t.Fatal(err)
-		}
-	})
-	h.destroyAt(3 * time.Minute)
-	h.run(h.input(session.ApproveNever))
-	first, second := sandbox.SnapshotKey(info.WorkflowID, 1), sandbox.SnapshotKey(info.WorkflowID, 2)
-	if info.Snapshot != second {
-		t.Fatalf("current snapshot %q, want %q", info.Snapshot, second)
+	h.at(3*time.Minute, func() { info = h.info() })
+	h.destroyAt(4 * time.Minute)
+	in := h.input(session.ApproveNever)
+	in.Settings.Checkpoints = 2
+	h.run(in)
+	key := func(n int) string { return sandbox.SnapshotKey(info.WorkflowID, n) }
+	if info.Snapshot != key(3) {
+		t.Fatalf("current snapshot %q, want %q", info.Snapshot, key(3))
 	}
-	if len(h.deleted) != 1 || h.deleted[0] != first {
-		t.Fatalf("deleted %q, want only the superseded %q", h.deleted, first)
+	if len(info.Checkpoints) != 2 || info.Checkpoints[0].Turn != 2 || info.Checkpoints[1].Turn != 3 {
+		t.Fatalf("checkpoints %+v, want turns 2 and 3", info.Checkpoints)
+	}
+	if len(h.deleted) != 1 || h.deleted[0] != key(1) {
+		t.Fatalf("deleted %q, want only turn 1's %q, which no checkpoint keeps", h.deleted, key(1))
+	}
+}
+
+// /rewind restores the checkpoint's workspace onto the live sandbox and
+// cuts the conversation back, with a note; people who may not decide, a
+// turn that does not exist, and a rewind while a turn runs are refused.
+func TestRewind(t *testing.T) {
+	h := newHarness(t, shellCall("c1", "touch a"), final("one"), shellCall("c2", "touch b"), final("two"),
+		shellCall("c3", "sleep 1"), final("three"))
+	h.at(0, func() { h.send("e1", "first") })
+	h.at(time.Minute, func() { h.send("e2", "second") })
+	var res session.RewindResponse
+	var rewindErr error
+	h.at(2*time.Minute, func() {
+		h.update(session.UpdateRewind, session.RewindRequest{Turn: 1, User: intruder}, nil)
+		h.update(session.UpdateRewind, session.RewindRequest{Turn: 5, User: owner}, nil)
+		h.update(session.UpdateRewind, session.RewindRequest{Turn: 1, User: owner}, func(v any, err error) {
+			rewindErr = err
+			if err == nil {
+				res = v.(session.RewindResponse)
+			}
+		})
+	})
+	var info session.Info
+	var hist []session.HistoryEntry
+	h.at(3*time.Minute, func() { info, hist = h.info(), h.history() })
+	h.destroyAt(4 * time.Minute)
+	h.run(h.input(session.ApproveNever))
+	if rewindErr != nil || res.Turn != 1 || res.Undone != 1 {
+		t.Fatalf("rewind = %+v, %v; want turn 1 with one turn undone", res, rewindErr)
+	}
+	key := func(n int) string { return sandbox.SnapshotKey(info.WorkflowID, n) }
+	if len(h.restored) != 1 || h.restored[0].Key != key(1) || h.restored[0].Current != key(2) {
+		t.Fatalf("restores %+v, want turn 1's snapshot over turn 2's", h.restored)
+	}
+	if len(h.rejects) != 2 || !strings.Contains(h.rejects[0], "may not rewind") || !strings.Contains(h.rejects[1], "latest") && !strings.Contains(h.rejects[1], "no checkpoint") {
+		t.Fatalf("rejections %q, want the intruder's and turn 5's", h.rejects)
+	}
+	if info.Snapshot != key(1) || len(info.Checkpoints) != 1 || info.Checkpoints[0].Turn != 1 {
+		t.Fatalf("after the rewind: snapshot %q, checkpoints %+v", info.Snapshot, info.Checkpoints)
+	}
+	for _, e := range hist {
+		if strings.Contains(e.Msg.Content, "second") || strings.Contains(e.Msg.Content, "two") {
+			t.Fatalf("turn 2's conversation survived the rewind: %+v", e)
+		}
+	}
+	if last := hist[len(hist)-1].Msg.Content; !strings.Contains(last, "rewound the workspace and this conversation to the end of turn 1") {
+		t.Fatalf("the transcript does not record the rewind: %q", last)
+	}
+	if !slices.Contains(h.deleted, key(2)) {
+		t.Errorf("turn 2's snapshot was not deleted after the rewind: %q", h.deleted)
 	}
 }
 

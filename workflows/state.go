@@ -62,6 +62,9 @@ type State struct {
 	// Stale are superseded snapshots waiting to be deleted (not while a
 	// fork may still be copying one).
 	Stale []string `json:"stale,omitempty"`
+	// Checkpoints are the ends of completed turns kept for /rewind and
+	// /fork @N, oldest first (runs since changeCheckpoints).
+	Checkpoints []Checkpoint `json:"checkpoints,omitempty"`
 	// PendingBackend is a switch waiting for the next turn boundary.
 	PendingBackend string `json:"pending_backend,omitempty"`
 	Paused         bool   `json:"paused,omitempty"`

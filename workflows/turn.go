@@ -85,6 +85,10 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 		s.st.Last.Error = userError(err)
 		s.log.Warn("turn failed", "turn", s.st.Turn, "error", err)
 	}
+	if s.checkpoints {
+		s.recordCheckpoint(ctx, s.saved.Files, s.saved.WorkspaceBytes)
+		s.saved = sandbox.SnapshotResult{}
+	}
 	s.touch()
 	// After the answer, so nobody waits for it: the next turn starts from
 	// the summary instead of leaving exchanges out.
@@ -504,19 +508,23 @@ func (s *sessionRun) ensureSandbox(ctx workflow.Context) (sandbox.Handle, error)
 	}
 	var res sandbox.EnsureResult
 	var err error
+	ensure := sandboxActs.Ensure
+	if s.checkpoints {
+		ensure = sandboxActs.EnsureWorkspace // snapshots may be manifests
+	}
 	if s.st.Handle != nil && s.st.Handle.TaskQueue != "" && s.st.Handle.Backend == s.st.Backend {
-		err = workflow.ExecuteActivity(ensureOptions(ctx, s.st.Handle.TaskQueue, true), sandboxActs.Ensure, req).Get(ctx, &res)
+		err = workflow.ExecuteActivity(ensureOptions(ctx, s.st.Handle.TaskQueue, true), ensure, req).Get(ctx, &res)
 		var te *temporal.TimeoutError
 		if err != nil && errors.As(err, &te) && ctx.Err() == nil {
 			s.notice("The worker holding this session's sandbox is unreachable; restoring the workspace elsewhere.")
 			req.Handle = nil
-			err = workflow.ExecuteActivity(ensureOptions(ctx, session.BackendQueue(s.queue, s.st.Backend), false), sandboxActs.Ensure, req).Get(ctx, &res)
+			err = workflow.ExecuteActivity(ensureOptions(ctx, session.BackendQueue(s.queue, s.st.Backend), false), ensure, req).Get(ctx, &res)
 		}
 	} else {
 		if s.st.Handle != nil && s.st.Handle.Backend != s.st.Backend {
 			req.Handle = nil
 		}
-		err = workflow.ExecuteActivity(ensureOptions(ctx, session.BackendQueue(s.queue, s.st.Backend), false), sandboxActs.Ensure, req).Get(ctx, &res)
+		err = workflow.ExecuteActivity(ensureOptions(ctx, session.BackendQueue(s.queue, s.st.Backend), false), ensure, req).Get(ctx, &res)
 	}
 	if err != nil {
 		return sandbox.Handle{}, err
@@ -550,6 +558,20 @@ func (s *sessionRun) snapshot(ctx workflow.Context, force bool) error {
 	}
 	req := sandbox.SnapshotRequest{Handle: *s.st.Handle, Key: sandbox.SnapshotKey(s.id, s.st.Turn), PrevFingerprint: prev}
 	var res sandbox.SnapshotResult
+	if s.checkpoints {
+		// Incremental: the previous snapshot is the base, and it stays as
+		// a checkpoint (recordCheckpoint decides when it goes).
+		req.Base = s.st.Snapshot
+		if err := workflow.ExecuteActivity(housekeepingOptions(ctx, s.st.Handle.TaskQueue), sandboxActs.SaveWorkspace, req).Get(ctx, &res); err != nil {
+			return err
+		}
+		if res.Written {
+			s.st.Snapshot = res.Key
+			s.saved = res
+		}
+		s.st.Fingerprint = res.Fingerprint
+		return nil
+	}
 	if err := workflow.ExecuteActivity(housekeepingOptions(ctx, s.st.Handle.TaskQueue), sandboxActs.Snapshot, req).Get(ctx, &res); err != nil {
 		return err
 	}

@@ -43,6 +43,7 @@ type Sessions struct {
 	PauseFn      func(id string) (session.PauseResponse, error)
 	ResumeFn     func(id string) (session.PauseResponse, error)
 	CompactFn    func(id string) (session.CompactResponse, error)
+	RewindFn     func(id string, req session.RewindRequest) (session.RewindResponse, error)
 	DestroyFn    func(id string) (session.DestroyResponse, error)
 	SetBackendFn func(id string, req session.SetBackendRequest) (session.SetBackendResponse, error)
 	ForkFn       func(id string, req session.ForkRequest) (session.ForkResponse, error)
@@ -318,6 +319,15 @@ func (f *Sessions) Compact(_ context.Context, id string, _ session.CompactReques
 		return f.CompactFn(id)
 	}
 	return session.CompactResponse{Compacted: true, Summary: "summary"}, nil
+}
+
+// Rewind implements chat.Sessions.
+func (f *Sessions) Rewind(_ context.Context, id string, req session.RewindRequest) (session.RewindResponse, error) {
+	f.record("rewind")
+	if f.RewindFn != nil {
+		return f.RewindFn(id, req)
+	}
+	return session.RewindResponse{Turn: req.Turn, Undone: f.Get(id).Turn - req.Turn}, nil
 }
 
 // Resume implements chat.Sessions.

@@ -44,8 +44,13 @@ func Commands(backends []string) []*discordgo.ApplicationCommand {
 			Type: discordgo.ApplicationCommandOptionInteger, Name: "count", Description: fmt.Sprintf("How many entries (default %d)", chat.DefaultHistory),
 			MinValue: &minN, MaxValue: float64(chat.MaxHistory),
 		}},
-		chat.CmdBackend:  {str("name", "Backend to switch to (leave out to show the current one)", choices)},
-		chat.CmdFork:     {str("title", "Title of the new thread", nil), str("backend", "Backend of the copy (default: the same)", choices)},
+		chat.CmdBackend: {str("name", "Backend to switch to (leave out to show the current one)", choices)},
+		chat.CmdFork: {str("title", "Title of the new thread", nil), str("backend", "Backend of the copy (default: the same)", choices), {
+			Type: discordgo.ApplicationCommandOptionInteger, Name: "turn", Description: "Fork from the end of this turn (default: the latest; /status lists them)", MinValue: &minN,
+		}},
+		chat.CmdRewind: {{
+			Type: discordgo.ApplicationCommandOptionInteger, Name: "turn", Description: "The turn to go back to (/status lists them)", MinValue: &minN, Required: true,
+		}, boolean("confirm", "Set to True to really undo the later turns")},
 		chat.CmdSessions: {boolean("all", "List everyone's sessions, not only yours")},
 		chat.CmdDestroy:  {boolean("confirm", "Set to True to really destroy the session")},
 	}
@@ -110,6 +115,10 @@ func toCommand(d discordgo.ApplicationCommandInteractionData) chat.Command {
 			cmd.Backend = o.StringValue()
 		case d.Name == chat.CmdDestroy && o.Name == "confirm":
 			cmd.Confirm = o.BoolValue()
+		case (d.Name == chat.CmdFork || d.Name == chat.CmdRewind) && o.Name == "turn":
+			cmd.N = int(o.IntValue())
+		case d.Name == chat.CmdRewind && o.Name == "confirm":
+			cmd.Confirm = o.BoolValue()
 		case d.Name == chat.CmdSessions && o.Name == "all" && o.BoolValue():
 			cmd.Args = []string{"all"}
 		}
@@ -125,7 +134,7 @@ func privateAnswer(cmd chat.Command) bool {
 		return true
 	case chat.CmdBackend:
 		return cmd.Backend == ""
-	case chat.CmdDestroy:
+	case chat.CmdDestroy, chat.CmdRewind:
 		return !cmd.Confirm
 	}
 	return false

@@ -116,3 +116,28 @@ func SweepSnapshots(ctx context.Context, c client.Client, store snapshotStore, d
 	}
 	return swept
 }
+
+// objectStore is what CollectObjects needs of the snapshot store.
+type objectStore interface {
+	sandbox.SnapshotStore
+	Claim(ctx context.Context, deployment string) (string, error)
+}
+
+// CollectObjects deletes the workspace content objects no session's
+// snapshot names any more (sandbox.CollectObjects), in a store this
+// deployment owns, and returns how many it deleted.
+func CollectObjects(ctx context.Context, store objectStore, deployment string, log *slog.Logger) int {
+	owner, err := store.Claim(ctx, deployment)
+	if err != nil || owner != deployment {
+		return 0 // SweepSnapshots says why
+	}
+	rep, err := sandbox.CollectObjects(ctx, store, time.Now())
+	if err != nil {
+		log.Error("collecting unreferenced workspace objects stopped; storage is not reclaimed until the named manifest is readable or deleted", "error", err)
+		return rep.Deleted
+	}
+	if rep.Deleted > 0 {
+		log.Info("deleted workspace objects no snapshot names", "deleted", rep.Deleted, "objects", rep.Objects, "manifests", rep.Manifests)
+	}
+	return rep.Deleted
+}

@@ -44,12 +44,14 @@ type Worker struct {
 	// when it could not be told, and then nothing is swept.
 	deployment string
 	store      *blobstore.Store
-	backends   []sandbox.Backend
-	cancel     context.CancelFunc
-	client     client.Client
-	namespace  string
-	taskQueue  string
-	log        *slog.Logger
+	// collected is when this worker last collected unreferenced objects.
+	collected time.Time
+	backends  []sandbox.Backend
+	cancel    context.CancelFunc
+	client    client.Client
+	namespace string
+	taskQueue string
+	log       *slog.Logger
 }
 
 // Options let tests and cmd/dev adjust the assembly. The zero value is
@@ -233,6 +235,8 @@ type Swept struct {
 	Sandboxes []string
 	// Snapshots are the sessions whose snapshots were deleted.
 	Snapshots []string
+	// Objects counts the deleted workspace objects no snapshot named.
+	Objects int
 }
 
 // Sweep removes what sessions that ended without /destroy left behind on
@@ -244,10 +248,17 @@ func (w *Worker) Sweep(ctx context.Context) Swept {
 	if w.deployment == "" {
 		return Swept{}
 	}
-	return Swept{
+	swept := Swept{
 		Sandboxes: SweepOrphans(ctx, w.client, w.backends, w.log),
 		Snapshots: SweepSnapshots(ctx, w.client, w.store, w.deployment, w.log),
 	}
+	// Collecting reads every manifest of the deployment, so it runs at
+	// most once per grace (objects younger than it stay anyway).
+	if now := time.Now(); now.Sub(w.collected) >= sandbox.SweepGrace {
+		w.collected = now
+		swept.Objects = CollectObjects(ctx, w.store, w.deployment, w.log)
+	}
+	return swept
 }
 
 // runSweeper sweeps at start and then every interval until ctx ends.

@@ -301,3 +301,53 @@ func (s *Store) DeleteOlder(ctx context.Context, prefix string, cutoff time.Time
 		n++
 	}
 }
+
+// ModTime returns when key was last written. A missing key yields an
+// error wrapping ErrNotFound.
+func (s *Store) ModTime(ctx context.Context, key string) (time.Time, error) {
+	if err := sandbox.CheckKey(key); err != nil {
+		return time.Time{}, fmt.Errorf("blobstore: attributes: %w", err)
+	}
+	a, err := s.bucket.Attributes(ctx, key)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("blobstore: attributes %s: %w", key, notFound(err))
+	}
+	return a.ModTime, nil
+}
+
+// List calls fn with every key under prefix and when it was last
+// written, in key order.
+func (s *Store) List(ctx context.Context, prefix string, fn func(key string, modTime time.Time) error) error {
+	if err := sandbox.CheckPrefix(prefix); err != nil {
+		return fmt.Errorf("blobstore: list: %w", err)
+	}
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("blobstore: list %s: %w", prefix, err)
+		}
+		if obj.IsDir {
+			continue
+		}
+		if err := fn(obj.Key, obj.ModTime); err != nil {
+			return err
+		}
+	}
+}
+
+// OpenRange returns a reader for length bytes of key from offset. A
+// missing key yields an error wrapping ErrNotFound.
+func (s *Store) OpenRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if err := sandbox.CheckKey(key); err != nil {
+		return nil, fmt.Errorf("blobstore: open %s: %w", key, err)
+	}
+	r, err := s.bucket.NewRangeReader(ctx, key, offset, length, nil)
+	if err != nil {
+		return nil, fmt.Errorf("blobstore: open %s: %w", key, notFound(err))
+	}
+	return r, nil
+}

@@ -46,7 +46,7 @@ func (b *Backend) Export(ctx context.Context, h sandbox.Handle, w io.Writer) err
 	}
 	bw := bufio.NewWriterSize(w, ioBuffer)
 	x := exporter{tw: tar.NewWriter(bw), buf: make([]byte, ioBuffer), b: b, id: h.ID}
-	err = walk(ws, func(rel string, dirfd int, name string, st *unix.Stat_t) error {
+	err = sandbox.WalkTree(ws, func(rel string, dirfd int, name string, st *unix.Stat_t) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -107,7 +107,7 @@ func (x *exporter) entry(rel string, dirfd int, name string, st *unix.Stat_t) er
 }
 
 func (x *exporter) file(hdr *tar.Header, dirfd int, name string, size int64) error {
-	fd, err := openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NOCTTY)
+	fd, err := sandbox.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NOCTTY)
 	switch {
 	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ELOOP):
 		return nil // replaced or removed while we walked
@@ -125,7 +125,7 @@ func (x *exporter) file(hdr *tar.Header, dirfd int, name string, size int64) err
 	}
 	for left := size; left > 0; {
 		var n int
-		err := ignoringEINTR(func() error {
+		err := sandbox.RetryEINTR(func() error {
 			var err error
 			n, err = unix.Read(fd, x.buf[:min(int64(len(x.buf)), left)])
 			return err
@@ -161,7 +161,7 @@ func readlinkat(dirfd int, name string, size int64) (string, error) {
 	for {
 		buf := make([]byte, n)
 		var got int
-		err := ignoringEINTR(func() error {
+		err := sandbox.RetryEINTR(func() error {
 			var err error
 			got, err = unix.Readlinkat(dirfd, name, buf)
 			return err

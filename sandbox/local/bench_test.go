@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"testing"
 
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+
 	"github.com/sandbot/sandbot/sandbox"
 	"github.com/sandbot/sandbot/sandbox/blobstore"
 )
@@ -283,4 +286,157 @@ func BenchmarkExecOverhead(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkIncremental measures incremental snapshots (manifests and
+// content objects) on the same generated workspace, beside GNU tar in the
+// same run (docs/PERFORMANCE.md, "Incremental snapshots"):
+//
+//	SANDBOT_BENCH_FILES=20000 SANDBOT_BENCH_MB=200 go test -run '^$' -bench Incremental -benchtime 5x ./sandbox/local
+//
+// first is a full first snapshot into an empty store; change-one is the
+// snapshot after one 10 KB file changed (written-B/op is what reached the
+// store); fork copies a manifest (what /fork does to the workspace);
+// rewind-10 brings the workspace back 10 turns, each of which changed one
+// 10 KB file, and forward again; restore fills a new sandbox from the
+// manifest. The gnutar rows are what the same work costs as a full tar:
+// create the archive, extract it.
+func BenchmarkIncremental(b *testing.B) {
+	if _, err := exec.LookPath("tar"); err != nil {
+		b.Fatal("GNU tar is needed for the comparison benchmark")
+	}
+	e := newBenchEnv(b)
+	backends, err := sandbox.NewBackends(e.be)
+	if err != nil {
+		b.Fatal(err)
+	}
+	acts := &sandbox.Activities{Backends: backends, Store: e.store, Logger: slog.New(slog.DiscardHandler)}
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(acts)
+	save := func(b *testing.B, key, base, prev string) sandbox.SnapshotResult {
+		val, err := env.ExecuteActivity(acts.SaveWorkspace, sandbox.SnapshotRequest{Handle: e.h, Key: key, Base: base, PrevFingerprint: prev})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var res sandbox.SnapshotResult
+		if err := val.Get(&res); err != nil {
+			b.Fatal(err)
+		}
+		return res
+	}
+	ctx := context.Background()
+	sid := e.h.SessionID
+	change := func(i int) {
+		data := make([]byte, 10<<10)
+		copy(data, fmt.Sprintf("change %d\n", i))
+		if err := os.WriteFile(filepath.Join(e.h.Workdir, "pkg000", "changed.txt"), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	var last sandbox.SnapshotResult
+	b.Run("first", func(b *testing.B) {
+		b.SetBytes(e.total)
+		for i := 0; b.Loop(); i++ {
+			b.StopTimer()
+			if _, err := e.store.DeletePrefix(ctx, sandbox.ObjectsPrefix); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			last = save(b, sandbox.SnapshotKey(sid, 1), "", "")
+		}
+		b.ReportMetric(float64(last.Bytes), "written-B/op")
+	})
+	b.Run("first-gnutar", func(b *testing.B) {
+		b.SetBytes(e.total)
+		out := filepath.Join(e.dir, "gnutar.tar")
+		for b.Loop() {
+			runTar(b, "-cf", out, "-C", e.h.Workdir, ".")
+		}
+	})
+	b.Run("change-one", func(b *testing.B) {
+		var written int64
+		n := 0
+		for i := 0; b.Loop(); i++ {
+			b.StopTimer()
+			change(1000 + i)
+			b.StartTimer()
+			res := save(b, sandbox.SnapshotKey(sid, 2+i), last.Key, last.Fingerprint)
+			if !res.Written || res.Objects != 1 {
+				b.Fatalf("snapshot after one change = %+v, want one object", res)
+			}
+			written += res.Bytes
+			n++
+			last = res
+		}
+		b.ReportMetric(float64(written)/float64(n), "written-B/op")
+	})
+	b.Run("fork", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			if _, err := env.ExecuteActivity(acts.CopySnapshot, sandbox.CopySnapshotRequest{From: last.Key, To: sandbox.SnapshotKey(fmt.Sprintf("fork-%d", i), 0)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+
+	// Ten turns, each changing one 10 KB file.
+	var turns []sandbox.SnapshotResult
+	for i := range 11 {
+		change(i)
+		if i > 0 {
+			if err := os.WriteFile(filepath.Join(e.h.Workdir, fmt.Sprintf("pkg%03d", i), "new.txt"), make([]byte, 10<<10), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		last = save(b, sandbox.SnapshotKey(sid, 100+i), last.Key, "")
+		turns = append(turns, last)
+	}
+	b.Run("rewind-10", func(b *testing.B) {
+		from, to := turns[10], turns[0]
+		for b.Loop() {
+			val, err := env.ExecuteActivity(acts.RestoreWorkspace, sandbox.RestoreRequest{Handle: e.h, Key: to.Key, Current: from.Key})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var res sandbox.RestoreResult
+			if err := val.Get(&res); err != nil || res.Written < 10 || res.Written > 40 {
+				b.Fatalf("rewind = %+v (%v), want about 11 entries written", res, err)
+			}
+			from, to = to, from
+		}
+	})
+	target, err := e.be.Create(ctx, sandbox.Spec{SessionID: "bench-restore"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("restore", func(b *testing.B) {
+		b.SetBytes(e.total)
+		for b.Loop() {
+			if _, err := env.ExecuteActivity(acts.Ensure, sandbox.EnsureRequest{SessionID: target.SessionID, Backend: Name, Snapshot: turns[10].Key}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	archive := filepath.Join(e.dir, "gnutar.tar")
+	runTar(b, "-cf", archive, "-C", e.h.Workdir, ".")
+	b.Run("restore-gnutar", func(b *testing.B) {
+		b.SetBytes(e.total)
+		root := b.TempDir()
+		prev := ""
+		for i := 0; b.Loop(); i++ {
+			dest := filepath.Join(root, strconv.Itoa(i))
+			if err := os.Mkdir(dest, 0o700); err != nil {
+				b.Fatal(err)
+			}
+			runTar(b, "-xf", archive, "-C", dest)
+			if prev != "" {
+				if err := os.RemoveAll(prev); err != nil {
+					b.Fatal(err)
+				}
+			}
+			prev = dest
+		}
+	})
 }

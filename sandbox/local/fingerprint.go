@@ -41,7 +41,7 @@ func (b *Backend) Fingerprint(ctx context.Context, h sandbox.Handle) (string, er
 	racy := false
 	sum := sha256.New()
 	var rec [8 * 5]byte
-	err = walk(ws, func(rel string, dirfd int, name string, st *unix.Stat_t) error {
+	err = sandbox.WalkTree(ws, func(rel string, dirfd int, name string, st *unix.Stat_t) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -456,3 +456,14 @@ func removeAll(dir string) error {
 	})
 	return os.RemoveAll(dir)
 }
+
+// TreeDirs implements sandbox.Tree: the workspace is a directory here,
+// and the backend's root (private to the worker, on the same file system)
+// stages restored files before they are moved in.
+func (b *Backend) TreeDirs(h sandbox.Handle) (workspace, staging string, err error) {
+	ws, _, err := b.workspace(h)
+	if err != nil {
+		return "", "", fmt.Errorf("local: %w", err)
+	}
+	return ws, b.root, nil
+}

@@ -1,0 +1,215 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"container/list"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// StoreManifest writes m under key: its parts (those already stored are
+// not written again), then the list. The contents m names must be stored
+// already, where their Locations say. It returns the bytes
+// written.
+func StoreManifest(ctx context.Context, store SnapshotStore, key string, m *Manifest) (int64, error) {
+	w := newObjectWriter(ctx, store, m, 0) // its contents (and parts it was read from) are stored
+	n, err := storeManifest(ctx, w, key, m)
+	return n + w.written.Load(), err
+}
+
+// storeManifest hands m's parts to w, waits for every object of the
+// snapshot, then writes the list under key. It returns the list's size.
+func storeManifest(ctx context.Context, w *objectWriter, key string, m *Manifest) (int64, error) {
+	if err := w.wait(); err != nil {
+		return 0, err
+	}
+	if err := w.locate(m); err != nil {
+		return 0, err
+	}
+	var prev map[string]storedPart
+	if w.base != nil {
+		prev = w.base.storedParts()
+	}
+	var refs []partRef
+	for _, p := range m.parts() {
+		if sp, ok := prev[p[0].Path]; ok && sameEntries(sp.entries, p) {
+			refs = append(refs, sp.ref) // unchanged: stored already
+			continue
+		}
+		data := encodePart(p)
+		h := hashOf(data)
+		refs = append(refs, partRef{hash: h, size: int64(len(data)), entries: len(p)})
+		partsCache.put(h, p)
+		w.addPart(h, data)
+	}
+	if err := w.wait(); err != nil {
+		return 0, err
+	}
+	for i := range refs {
+		l, ok := w.location(refs[i].hash)
+		if !ok {
+			return 0, fmt.Errorf("manifest part %d was not stored", i+1)
+		}
+		refs[i].Location = l
+	}
+	var buf bytes.Buffer
+	if err := encodeList(&buf, refs); err != nil {
+		return 0, err
+	}
+	m.stored = refs
+	return w.store.Put(ctx, key, &buf)
+}
+
+// LoadManifest reads the manifest under key; a key holding a full tar
+// snapshot yields ErrBadManifest.
+func LoadManifest(ctx context.Context, store SnapshotStore, key string) (*Manifest, error) {
+	r, err := store.Open(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return readManifest(ctx, store, bufio.NewReader(r))
+}
+
+// readManifest reads a stored manifest's list from r and its parts from
+// the store (or the worker's cache of parts), a few at a time.
+func readManifest(ctx context.Context, store SnapshotStore, r io.Reader) (*Manifest, error) {
+	refs, err := decodeList(r)
+	if err != nil {
+		return nil, err
+	}
+	got := make([][]ManifestEntry, len(refs))
+	cr := newContentReader(store)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(putWorkers)
+	for i, ref := range refs {
+		if p, ok := partsCache.get(ref.hash); ok {
+			got[i] = p
+			continue
+		}
+		g.Go(func() error {
+			data, err := cr.small(gctx, ref.hash, ref.size, ref.Location)
+			if err != nil {
+				return fmt.Errorf("manifest part %d: %w", i+1, err)
+			}
+			p, err := parsePart(data)
+			if err != nil {
+				return fmt.Errorf("manifest part %d: %w", i+1, err)
+			}
+			partsCache.put(ref.hash, p)
+			got[i] = p
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	m := &Manifest{stored: refs}
+	for i, p := range got {
+		if len(p) != refs[i].entries {
+			return nil, fmt.Errorf("%w: part %d has %d entries, the list says %d", ErrBadManifest, i+1, len(p), refs[i].entries)
+		}
+		m.Entries = append(m.Entries, p...)
+	}
+	if err := checkLinks(m.Entries); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// partsCache keeps decoded parts by hash. Parts never change (their hash
+// names them), so a worker that made or read a session's last manifest
+// reads the next one's unchanged parts from memory.
+var partsCache = newPartCache(256 << 10)
+
+type partCache struct {
+	mu      sync.Mutex
+	max     int // entries held at most
+	held    int
+	order   *list.List // front: most recent; values are string hashes
+	byHash  map[string]*list.Element
+	entries map[string][]ManifestEntry
+}
+
+func newPartCache(maxEntries int) *partCache {
+	return &partCache{max: maxEntries, order: list.New(), byHash: map[string]*list.Element{}, entries: map[string][]ManifestEntry{}}
+}
+
+// get returns a part; callers must not modify it.
+func (c *partCache) get(h string) ([]ManifestEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.byHash[h]
+	if !ok {
+		return nil, false
+	}
+	c.order.MoveToFront(el)
+	return c.entries[h], true
+}
+
+func (c *partCache) put(h string, p []ManifestEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.byHash[h]; ok || len(p) > c.max {
+		return
+	}
+	c.byHash[h] = c.order.PushFront(h)
+	c.entries[h] = p
+	c.held += len(p)
+	for c.held > c.max {
+		old := c.order.Back()
+		oh := old.Value.(string)
+		c.order.Remove(old)
+		c.held -= len(c.entries[oh])
+		delete(c.byHash, oh)
+		delete(c.entries, oh)
+	}
+}
+
+// recentManifests keeps the manifests this worker wrote last, for the
+// next snapshot of the same session (see Activities.baseManifest).
+var recentManifests = &manifestCache{max: 16}
+
+type manifestCache struct {
+	mu   sync.Mutex
+	max  int
+	list []cachedManifest // oldest first
+}
+
+type cachedManifest struct {
+	key, fp string
+	m       *Manifest
+}
+
+func (c *manifestCache) get(key, fp string) *Manifest {
+	if key == "" || fp == "" {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.list {
+		if e.key == key && e.fp == fp {
+			return e.m
+		}
+	}
+	return nil
+}
+
+func (c *manifestCache) put(key, fp string, m *Manifest) {
+	if key == "" || fp == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.list = slices.DeleteFunc(c.list, func(e cachedManifest) bool { return e.key == key })
+	c.list = append(c.list, cachedManifest{key: key, fp: fp, m: m})
+	if len(c.list) > c.max {
+		c.list = c.list[1:]
+	}
+}
