@@ -61,13 +61,9 @@ func (q *quota) over() bool { return q.limit > 0 && q.n.Load() > q.limit }
 // hashes of base's files whose stat key, size and mtime are unchanged and
 // handing new contents to w.
 func snapshotTree(ctx context.Context, dir string, base *Manifest, w *objectWriter, q *quota, onDenied func(string, error)) (*Manifest, error) {
-	prev := map[string]*ManifestEntry{}
+	var prev map[string]*ManifestEntry
 	if base != nil {
-		for i := range base.Entries {
-			if e := &base.Entries[i]; e.Type == EntryFile && e.Stat != "" {
-				prev[e.Path] = e
-			}
-		}
+		prev = base.statIndex()
 	}
 	racyAfter := time.Now().Add(-racyWindow).UnixNano()
 	root, err := os.OpenRoot(dir)

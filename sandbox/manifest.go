@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -108,6 +109,23 @@ type Manifest struct {
 	Entries []ManifestEntry
 	// stored lists the parts it was read from.
 	stored []partRef
+	// byPath indexes the files with a stat key, built once (a manifest
+	// is not changed once stored).
+	indexOnce sync.Once
+	byPath    map[string]*ManifestEntry
+}
+
+// statIndex returns the files that have a stat key, by path.
+func (m *Manifest) statIndex() map[string]*ManifestEntry {
+	m.indexOnce.Do(func() {
+		m.byPath = make(map[string]*ManifestEntry, len(m.Entries))
+		for i := range m.Entries {
+			if e := &m.Entries[i]; e.Type == EntryFile && e.Stat != "" {
+				m.byPath[e.Path] = e
+			}
+		}
+	})
+	return m.byPath
 }
 
 // IsManifest reports whether a stored snapshot starting with head is a
@@ -189,23 +207,16 @@ func encodePart(entries []ManifestEntry) []byte {
 
 // encodeList writes the stored form of a manifest listing refs.
 func encodeList(w io.Writer, refs []partRef) error {
-	if _, err := w.Write(manifestMagic); err != nil {
-		return err
-	}
-	enc, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriter(enc)
-	bw.WriteString(manifestVersion + "\n")
+	b := make([]byte, 0, 32+len(refs)*100)
+	b = append(b, manifestVersion+"\n"...)
 	for _, r := range refs {
-		fmt.Fprintf(bw, "p %s %d %d %s %d %d\n", r.hash, r.size, r.entries, orDash(r.Pack), r.Offset, r.Stored)
+		b = fmt.Appendf(b, "p %s %d %d %s %d %d\n", r.hash, r.size, r.entries, orDash(r.Pack), r.Offset, r.Stored)
 	}
-	if err := bw.Flush(); err != nil {
-		enc.Close()
-		return err
-	}
-	return enc.Close()
+	// One frame from the shared encoder: a list is small, and a new
+	// streaming encoder costs more than the list.
+	out := objectEncoder.EncodeAll(b, append(make([]byte, 0, len(manifestMagic)+len(b)/2+64), manifestMagic...))
+	_, err := w.Write(out)
+	return err
 }
 
 // decodeList reads a stored manifest's list of parts.

@@ -429,12 +429,14 @@ func (w *objectWriter) location(h string) (Location, bool) {
 
 // locate sets the location of every file entry of m.
 func (w *objectWriter) locate(m *Manifest) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for i := range m.Entries {
 		e := &m.Entries[i]
 		if e.Type != EntryFile {
 			continue
 		}
-		l, ok := w.location(e.Hash)
+		l, ok := w.known[e.Hash]
 		if !ok {
 			return fmt.Errorf("content of %q was not stored", e.Path)
 		}

@@ -178,6 +178,13 @@ func (s *sessionRun) doRewind(ctx workflow.Context, req session.RewindRequest) r
 	if !ok {
 		return rewindResult{err: fmt.Sprintf("turn %d has no checkpoint any more", req.Turn)}
 	}
+	if c.Key != s.st.Snapshot && s.st.Handle != nil && s.st.Suspended {
+		// A suspended sandbox (a stopped container) is resumed first, so
+		// the restore has something to write into.
+		if _, err := s.ensureSandbox(ctx); err != nil {
+			return rewindResult{err: "could not resume the sandbox: " + userError(err)}
+		}
+	}
 	if c.Key != s.st.Snapshot && s.st.Handle != nil {
 		if c.Key == "" {
 			// The workspace was empty then: start a fresh sandbox.
