@@ -74,21 +74,21 @@ func snapshotTree(ctx context.Context, dir string, base *Manifest, w *objectWrit
 		_ = w.wait() // large files are read again through root
 		root.Close()
 	}()
-	entries, err := WalkTreeParallel(dir, putWorkers, func(rel string, dirfd int, name string, st *unix.Stat_t) (ManifestEntry, bool, error) {
+	entries, err := WalkTreeParallel(dir, putWorkers, func(rel string, dirfd int, name string, st *unix.Stat_t) (*ManifestEntry, bool, error) {
 		if err := ctx.Err(); err != nil {
-			return ManifestEntry{}, false, err
+			return nil, false, err
 		}
-		e := ManifestEntry{Path: rel, Mode: st.Mode & KeptMode, MTime: st.Mtim.Nano()}
+		e := &ManifestEntry{Path: rel, Mode: st.Mode & KeptMode, MTime: st.Mtim.Nano()}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
 			e.Type = EntryDir
 		case unix.S_IFLNK:
 			target, err := readlinkAt(dirfd, name, st.Size)
 			if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EINVAL) {
-				return e, false, nil // replaced or removed while we walked
+				return nil, false, nil // replaced or removed while we walked
 			}
 			if err != nil {
-				return e, false, fmt.Errorf("%s: %w", rel, err)
+				return nil, false, fmt.Errorf("%s: %w", rel, err)
 			}
 			e.Type, e.Link = EntrySymlink, target
 		case unix.S_IFREG:
@@ -106,29 +106,35 @@ func snapshotTree(ctx context.Context, dir string, base *Manifest, w *objectWrit
 			if !racy {
 				e.Stat = string(stat)
 			}
-			ok, err := hashTreeFile(dirfd, name, root, &e, w)
+			ok, err := hashTreeFile(dirfd, name, root, e, w)
 			if errors.Is(err, syscall.EACCES) {
 				onDenied(rel, err)
-				return e, false, nil
+				return nil, false, nil
 			}
 			if err != nil {
-				return e, false, fmt.Errorf("%s: %w", rel, err)
+				return nil, false, fmt.Errorf("%s: %w", rel, err)
 			}
 			if !ok {
-				return e, false, nil // removed while we walked
+				return nil, false, nil // removed while we walked
 			}
 		default:
-			return e, false, nil // sockets, FIFOs, devices: not workspace content
+			return nil, false, nil // sockets, FIFOs, devices: not workspace content
 		}
 		if err := q.add(e.Size); err != nil {
-			return e, false, err
+			return nil, false, err
 		}
 		return e, true, nil
 	}, onDenied)
 	if err != nil {
 		return nil, err
 	}
-	return &Manifest{Entries: entries}, nil
+	// Pointers through the walk (its subtrees are spliced together),
+	// values in the manifest.
+	m := &Manifest{Entries: make([]ManifestEntry, len(entries))}
+	for i, e := range entries {
+		m.Entries[i] = *e
+	}
+	return m, nil
 }
 
 // appendStatKey appends a file's stat key: inode and change time. The

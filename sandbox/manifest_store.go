@@ -123,10 +123,10 @@ func readManifest(ctx context.Context, store SnapshotStore, r io.Reader) (*Manif
 	return m, nil
 }
 
-// partsCache keeps decoded parts by hash. Parts never change (their hash
+// partsCache keeps decoded parts by hash (64 Ki entries, about 10 MB). Parts never change (their hash
 // names them), so a worker that made or read a session's last manifest
 // reads the next one's unchanged parts from memory.
-var partsCache = newPartCache(256 << 10)
+var partsCache = newPartCache(64 << 10)
 
 type partCache struct {
 	mu      sync.Mutex
@@ -173,8 +173,10 @@ func (c *partCache) put(h string, p []ManifestEntry) {
 }
 
 // recentManifests keeps the manifests this worker wrote last, for the
-// next snapshot of the same session (see Activities.baseManifest).
-var recentManifests = &manifestCache{max: 16}
+// next snapshot of the same session (see Activities.baseManifest). Few:
+// a manifest of 20,000 entries is megabytes of heap the collector scans
+// on every cycle, and a miss costs one read of the list and its parts.
+var recentManifests = &manifestCache{max: 4}
 
 type manifestCache struct {
 	mu   sync.Mutex
