@@ -71,7 +71,7 @@ func applyTree(ctx context.Context, dir, staging string, target, current *Manife
 			t.stat = string(appendStatKey(nil, st))
 		case unix.S_IFLNK:
 			t.typ = EntrySymlink
-			t.link, _ = readlinkAt(dirfd, name, st.Size)
+			t.link, _ = ReadlinkAt(dirfd, name, st.Size)
 		default:
 			t.typ = '?'
 		}

@@ -83,7 +83,7 @@ func snapshotTree(ctx context.Context, dir string, base *Manifest, w *objectWrit
 		case unix.S_IFDIR:
 			e.Type = EntryDir
 		case unix.S_IFLNK:
-			target, err := readlinkAt(dirfd, name, st.Size)
+			target, err := ReadlinkAt(dirfd, name, st.Size)
 			if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EINVAL) {
 				return nil, false, nil // replaced or removed while we walked
 			}
@@ -190,8 +190,8 @@ func hashTreeFile(dirfd int, name string, root *os.Root, e *ManifestEntry, w *ob
 	return true, nil
 }
 
-// readlinkAt reads a symlink's target; size is its lstat size, a hint.
-func readlinkAt(dirfd int, name string, size int64) (string, error) {
+// ReadlinkAt reads a symlink's target; size is its lstat size, a hint.
+func ReadlinkAt(dirfd int, name string, size int64) (string, error) {
 	n := max(int(size)+1, 128)
 	for {
 		buf := make([]byte, n)

@@ -346,12 +346,7 @@ func (e *ManifestEntry) appendTo(b []byte, withLocation bool) []byte {
 	return append(b, '\n')
 }
 
-func appendField(b []byte, s string) []byte {
-	if s == "" {
-		return append(b, '-')
-	}
-	return append(b, s...)
-}
+func appendField(b []byte, s string) []byte { return append(b, orDash(s)...) }
 
 // ErrBadManifest is returned (wrapped) for a manifest that cannot be read.
 var ErrBadManifest = errors.New("bad snapshot manifest")

@@ -354,7 +354,6 @@ const packTarget = 8 << 20
 // started from (which exists until the new one is written, so the
 // collector keeps them) and those written here.
 type objectWriter struct {
-	ctx    context.Context
 	store  SnapshotStore
 	base   *Manifest // the snapshot this one starts from, if any
 	g      *errgroup.Group
@@ -386,7 +385,7 @@ func newObjectWriter(ctx context.Context, store SnapshotStore, base *Manifest, l
 	g := &errgroup.Group{}
 	g.SetLimit(putWorkers)
 	gctx, cancel := context.WithCancel(ctx)
-	w := &objectWriter{ctx: ctx, store: store, base: base, g: g, gctx: gctx, cancel: cancel, limit: limit, known: map[string]Location{}, pending: map[string]bool{}, now: time.Now}
+	w := &objectWriter{store: store, base: base, g: g, gctx: gctx, cancel: cancel, limit: limit, known: map[string]Location{}, pending: map[string]bool{}, now: time.Now}
 	if base != nil {
 		for _, p := range base.stored {
 			w.known[p.hash] = p.Location

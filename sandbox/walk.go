@@ -29,57 +29,12 @@ var ErrSkipDir = errors.New("skip directory")
 // vanish meanwhile are skipped; a directory that cannot be read is
 // reported to fn's caller through onDenied and skipped.
 func WalkTree(dir string, fn WalkFunc, onDenied func(rel string, err error)) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	return walkDir(fd, "", fn, onDenied)
-}
-
-// walkDir walks the directory open as fd (and closes it).
-func walkDir(fd int, rel string, fn WalkFunc, onDenied func(string, error)) error {
-	f := os.NewFile(uintptr(fd), rel)
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		f.Close()
-		return &os.PathError{Op: "readdir", Path: rel, Err: err}
-	}
-	defer f.Close()
-	slices.Sort(names)
-	for _, name := range names {
-		var st unix.Stat_t
-		if err := RetryEINTR(func() error { return unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
-			if errors.Is(err, syscall.ENOENT) {
-				continue
-			}
-			return &os.PathError{Op: "stat", Path: join(rel, name), Err: err}
-		}
-		child := join(rel, name)
-		err := fn(child, fd, name, &st)
-		if err == ErrSkipDir {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			continue
-		}
-		sub, err := Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
-		switch {
-		case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.ELOOP):
-			continue // replaced or removed while we walked
-		case errors.Is(err, syscall.EACCES):
-			onDenied(child, err)
-			continue
-		case err != nil:
-			return &os.PathError{Op: "open", Path: child, Err: err}
-		}
-		if err := walkDir(sub, child, fn, onDenied); err != nil {
-			return err
-		}
-	}
-	return nil
+	// The parallel walk with one worker reads every directory inline, in
+	// order; nothing is kept.
+	_, err := WalkTreeParallel(dir, 1, func(rel string, dirfd int, name string, st *unix.Stat_t) (struct{}, bool, error) {
+		return struct{}{}, false, fn(rel, dirfd, name, st)
+	}, onDenied)
+	return err
 }
 
 // Openat opens name relative to dirfd (close-on-exec), retrying on EINTR.

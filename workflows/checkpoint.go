@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -100,31 +101,18 @@ func (s *sessionRun) dropSnapshots(dropped []Checkpoint) {
 		if c.Key == "" || c.Key == s.st.Snapshot {
 			continue
 		}
-		if _, named := s.keyInUse(c.Key); named {
+		if s.keyInUse(c.Key) {
 			continue
 		}
-		if !contains(s.st.Stale, c.Key) {
+		if !slices.Contains(s.st.Stale, c.Key) {
 			s.st.Stale = append(s.st.Stale, c.Key)
 		}
 	}
 }
 
-func (s *sessionRun) keyInUse(key string) (Checkpoint, bool) {
-	for _, c := range s.st.Checkpoints {
-		if c.Key == key {
-			return c, true
-		}
-	}
-	return Checkpoint{}, false
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
+// keyInUse reports whether a kept checkpoint names the snapshot key.
+func (s *sessionRun) keyInUse(key string) bool {
+	return slices.ContainsFunc(s.st.Checkpoints, func(c Checkpoint) bool { return c.Key == key })
 }
 
 func (s *sessionRun) validateRewind(ctx workflow.Context, req session.RewindRequest) error {

@@ -90,7 +90,7 @@ func (x *exporter) entry(rel string, dirfd int, name string, st *unix.Stat_t) er
 		hdr.Name += "/"
 		return x.tw.WriteHeader(hdr)
 	case unix.S_IFLNK:
-		target, err := readlinkat(dirfd, name, st.Size)
+		target, err := sandbox.ReadlinkAt(dirfd, name, st.Size)
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EINVAL) {
 			return nil // replaced or removed while we walked
 		}
@@ -153,27 +153,6 @@ func (x *exporter) file(hdr *tar.Header, dirfd int, name string, size int64) err
 		left -= int64(n)
 	}
 	return nil
-}
-
-// readlinkat reads a symlink's target; size is its lstat size, a hint.
-func readlinkat(dirfd int, name string, size int64) (string, error) {
-	n := max(int(size)+1, 128)
-	for {
-		buf := make([]byte, n)
-		var got int
-		err := sandbox.RetryEINTR(func() error {
-			var err error
-			got, err = unix.Readlinkat(dirfd, name, buf)
-			return err
-		})
-		if err != nil {
-			return "", err
-		}
-		if got < n {
-			return string(buf[:got]), nil
-		}
-		n *= 2
-	}
 }
 
 // writerOnly hides an *os.File's ReaderFrom so io.CopyBuffer uses our

@@ -167,6 +167,27 @@ func BenchmarkSnapshot(b *testing.B) {
 	})
 }
 
+// extractLoop is GNU tar doing what Import does: extract into a fresh
+// directory, then drop the previous one.
+func extractLoop(b *testing.B, archive string, total int64) {
+	b.SetBytes(total)
+	root := b.TempDir()
+	prev := ""
+	for i := 0; b.Loop(); i++ {
+		dest := filepath.Join(root, strconv.Itoa(i))
+		if err := os.Mkdir(dest, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		runTar(b, "-xf", archive, "-C", dest)
+		if prev != "" {
+			if err := os.RemoveAll(prev); err != nil {
+				b.Fatal(err)
+			}
+		}
+		prev = dest
+	}
+}
+
 func BenchmarkRestore(b *testing.B) {
 	if _, err := exec.LookPath("tar"); err != nil {
 		b.Fatal("GNU tar is needed for the comparison benchmark")
@@ -200,22 +221,7 @@ func BenchmarkRestore(b *testing.B) {
 	// The same work as Import: extract into a fresh directory, then drop
 	// the previous one.
 	b.Run("gnutar", func(b *testing.B) {
-		b.SetBytes(e.total)
-		root := b.TempDir()
-		prev := ""
-		for i := 0; b.Loop(); i++ {
-			dest := filepath.Join(root, strconv.Itoa(i))
-			if err := os.Mkdir(dest, 0o700); err != nil {
-				b.Fatal(err)
-			}
-			runTar(b, "-xf", archive, "-C", dest)
-			if prev != "" {
-				if err := os.RemoveAll(prev); err != nil {
-					b.Fatal(err)
-				}
-			}
-			prev = dest
-		}
+		extractLoop(b, archive, e.total)
 	})
 }
 
@@ -422,21 +428,6 @@ func BenchmarkIncremental(b *testing.B) {
 	archive := filepath.Join(e.dir, "gnutar.tar")
 	runTar(b, "-cf", archive, "-C", e.h.Workdir, ".")
 	b.Run("restore-gnutar", func(b *testing.B) {
-		b.SetBytes(e.total)
-		root := b.TempDir()
-		prev := ""
-		for i := 0; b.Loop(); i++ {
-			dest := filepath.Join(root, strconv.Itoa(i))
-			if err := os.Mkdir(dest, 0o700); err != nil {
-				b.Fatal(err)
-			}
-			runTar(b, "-xf", archive, "-C", dest)
-			if prev != "" {
-				if err := os.RemoveAll(prev); err != nil {
-					b.Fatal(err)
-				}
-			}
-			prev = dest
-		}
+		extractLoop(b, archive, e.total)
 	})
 }

@@ -58,7 +58,7 @@ func (b *Backend) Fingerprint(ctx context.Context, h sandbox.Handle) (string, er
 		binary.LittleEndian.PutUint64(rec[32:], st.Ino)
 		sum.Write(rec[:])
 		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			target, err := readlinkat(dirfd, name, st.Size)
+			target, err := sandbox.ReadlinkAt(dirfd, name, st.Size)
 			if err != nil && !errors.Is(err, syscall.ENOENT) {
 				return err
 			}
