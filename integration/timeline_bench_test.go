@@ -8,37 +8,76 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/session"
 )
 
-// BenchmarkTurnTimeline breaks one 10-call turn down by where the time
-// goes, from the workflow's own history: activity dispatch (scheduled →
+// BenchmarkTurnTimeline breaks 10-call turns down by where the time goes,
+// from the workflow's own history: activity dispatch (scheduled →
 // started), activity run (started → completed) per activity type, and
 // workflow-task time between an activity's completion and the next
-// scheduling. Use -benchtime=1x.
+// scheduling. The real-work floor of BenchmarkTurnOverhead is broken down
+// the same way beside it, so the two can be compared line by line. Use
+// -benchtime=1x.
 //
 //	go test ./integration -run '^$' -bench TurnTimeline -benchtime=1x
 func BenchmarkTurnTimeline(b *testing.B) {
-	s := newStack(b, func(c *config.Config) { c.Session.ApprovalMode = "never" })
+	for _, single := range []bool{true, false} {
+		name := "host-queue"
+		if single {
+			name = "single-host"
+		}
+		b.Run(name, func(b *testing.B) { turnTimeline(b, single) })
+	}
+}
+
+func turnTimeline(b *testing.B, singleHost bool) {
+	s := newStack(b, func(c *config.Config) {
+		c.Session.ApprovalMode = "never"
+		c.Sandbox.SingleHost = singleHost
+	})
 	s.model.SetResponder(toolLoop(10))
-	th := s.thread(fmt.Sprintf("timeline-%d", time.Now().UnixNano()))
+	workQueue := startWorkFloor(b, s)
+	th := s.thread(fmt.Sprintf("timeline-%v-%d", singleHost, time.Now().UnixNano()))
 	for n := 0; n < b.N; n++ {
+		var floors []string
 		for i := 1; i <= 6; i++ {
-			turn := i
+			turn := n*6 + i
 			s.say(th, fmt.Sprintf("tl-%d-%d", n, i), "go")
 			s.waitStateEvery(th, 500*time.Millisecond, "turn", func(ts session.TurnState) bool { return ts.Turn == turn && done(ts) })
+			run, err := s.c.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: workQueue}, workFloorWorkflow, 10)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := run.Get(s.ctx, nil); err != nil {
+				b.Fatal(err)
+			}
+			floors = append(floors, run.GetID())
 		}
-		type span struct {
-			name              string
-			sched, start, end time.Time
-		}
+		b.Logf("session, 6 turns:\n%s", timeline(b, s, th.ID()))
+		b.Logf("real-work floor, 6 runs:\n%s", timeline(b, s, floors...))
+	}
+}
+
+// timeline summarises the histories of the given workflows (latest runs).
+func timeline(b *testing.B, s *stack, ids ...string) string {
+	type span struct {
+		name              string
+		sched, start, end time.Time
+	}
+	type agg struct {
+		n             int
+		dispatch, run time.Duration
+	}
+	by := map[string]*agg{}
+	var gaps, tasks []time.Duration
+	for _, id := range ids {
 		spans := map[int64]*span{}
 		var order []int64
-		var gaps []time.Duration
-		var lastEnd time.Time
-		iter := s.c.GetWorkflowHistory(s.ctx, th.ID(), "", false, 0)
+		var lastEnd, taskSched time.Time
+		iter := s.c.GetWorkflowHistory(s.ctx, id, "", false, 0)
 		for iter.HasNext() {
 			ev, err := iter.Next()
 			if err != nil {
@@ -46,6 +85,10 @@ func BenchmarkTurnTimeline(b *testing.B) {
 			}
 			t := ev.GetEventTime().AsTime()
 			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+				taskSched = t
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+				tasks = append(tasks, t.Sub(taskSched))
 			case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 				a := ev.GetActivityTaskScheduledEventAttributes()
 				spans[ev.GetEventId()] = &span{name: a.GetActivityType().GetName(), sched: t}
@@ -60,11 +103,6 @@ func BenchmarkTurnTimeline(b *testing.B) {
 				lastEnd = t
 			}
 		}
-		type agg struct {
-			n             int
-			dispatch, run time.Duration
-		}
-		by := map[string]*agg{}
 		for _, id := range order {
 			sp := spans[id]
 			if sp.end.IsZero() {
@@ -79,18 +117,26 @@ func BenchmarkTurnTimeline(b *testing.B) {
 			a.dispatch += sp.start.Sub(sp.sched)
 			a.run += sp.end.Sub(sp.start)
 		}
-		var lines []string
-		for name, a := range by {
-			lines = append(lines, fmt.Sprintf("%-12s n=%3d dispatch %6.1f ms  run %6.1f ms", name, a.n,
-				float64(a.dispatch.Microseconds())/1000/float64(a.n), float64(a.run.Microseconds())/1000/float64(a.n)))
-		}
-		sort.Strings(lines)
-		sort.Slice(gaps, func(i, j int) bool { return gaps[i] < gaps[j] })
-		var sum time.Duration
-		for _, g := range gaps {
-			sum += g
-		}
-		b.Logf("per activity type (averages):\n%s\nworkflow-task gap (completion → next schedule): mean %.1f ms, median %.1f ms over %d",
-			strings.Join(lines, "\n"), float64(sum.Microseconds())/1000/float64(len(gaps)), float64(gaps[len(gaps)/2].Microseconds())/1000, len(gaps))
 	}
+	var lines []string
+	for name, a := range by {
+		lines = append(lines, fmt.Sprintf("%-16s n=%3d dispatch %6.1f ms  run %6.1f ms", name, a.n,
+			float64(a.dispatch.Microseconds())/1000/float64(a.n), float64(a.run.Microseconds())/1000/float64(a.n)))
+	}
+	sort.Strings(lines)
+	return fmt.Sprintf("%s\n%s\n%s", strings.Join(lines, "\n"),
+		stat("activity completion → next schedule", gaps), stat("workflow task scheduled → completed", tasks))
+}
+
+func stat(what string, d []time.Duration) string {
+	if len(d) == 0 {
+		return what + ": none"
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	ms := func(x time.Duration) float64 { return float64(x.Microseconds()) / 1000 }
+	return fmt.Sprintf("%s: n=%d mean %.1f ms, median %.1f ms, p90 %.1f ms", what, len(d), ms(sum/time.Duration(len(d))), ms(d[len(d)/2]), ms(d[len(d)*9/10]))
 }

@@ -74,7 +74,7 @@ func snapshotTree(ctx context.Context, dir string, base *Manifest, w *objectWrit
 		_ = w.wait() // large files are read again through root
 		root.Close()
 	}()
-	entries, err := WalkTreeParallel(dir, putWorkers, func(rel string, dirfd int, name string, st *unix.Stat_t) (*ManifestEntry, bool, error) {
+	entries, err := WalkTreeParallel(dir, walkWorkers, func(rel string, dirfd int, name string, st *unix.Stat_t) (*ManifestEntry, bool, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, false, err
 		}
@@ -97,7 +97,7 @@ func snapshotTree(ctx context.Context, dir string, base *Manifest, w *objectWrit
 			stat := appendStatKey(sb[:0], st)
 			racy := e.MTime >= racyAfter || st.Ctim.Nano() >= racyAfter
 			if p := prev[rel]; p != nil && p.Stat == string(stat) && p.Size == e.Size && p.MTime == e.MTime {
-				e.Hash, e.Location, e.Stat = p.Hash, p.Location, p.Stat
+				e.Hash, e.Location, e.Stat, e.reused = p.Hash, p.Location, p.Stat, true
 				if racy {
 					e.Stat = ""
 				}

@@ -101,6 +101,9 @@ type ManifestEntry struct {
 	// Empty when unknown, or when the entry changed so close to the
 	// snapshot that it could change again unseen (see racyWindow).
 	Stat string
+	// reused says the snapshot being taken copied Hash and Location from
+	// its base, so they need not be looked up again (not stored).
+	reused bool
 }
 
 // Manifest is a snapshot: the workspace's entries, parents before
@@ -113,6 +116,35 @@ type Manifest struct {
 	// is not changed once stored).
 	indexOnce sync.Once
 	byPath    map[string]*ManifestEntry
+	// byHash is where each content of the manifest is stored, and each
+	// part of it, built once.
+	hashOnce sync.Once
+	byHash   map[string]Location
+}
+
+// hashIndex returns where the manifest's contents and parts are stored,
+// by hash: what a snapshot taken from it need not store again.
+func (m *Manifest) hashIndex() map[string]Location {
+	m.hashOnce.Do(func() {
+		m.byHash = make(map[string]Location, len(m.Entries)+len(m.stored))
+		for _, p := range m.stored {
+			m.byHash[p.hash] = p.Location
+		}
+		for i := range m.Entries {
+			if e := &m.Entries[i]; e.Type == EntryFile {
+				m.byHash[e.Hash] = e.Location
+			}
+		}
+	})
+	return m.byHash
+}
+
+// index builds the manifest's indexes. A stored manifest is the next
+// snapshot's base: building them between turns keeps them off that
+// snapshot's clock.
+func (m *Manifest) index() {
+	m.statIndex()
+	m.hashIndex()
 }
 
 // statIndex returns the files that have a stat key, by path.
@@ -286,7 +318,9 @@ func sameEntries(a, b []ManifestEntry) bool {
 		return false
 	}
 	for i := range a {
-		if a[i] != b[i] {
+		x, y := a[i], b[i]
+		x.reused, y.reused = false, false
+		if x != y {
 			return false
 		}
 	}

@@ -112,9 +112,10 @@ func (a *Activities) SaveWorkspace(ctx context.Context, req SnapshotRequest) (re
 	}
 	if err == nil {
 		recentManifests.put(req.Key, fp, m)
-		// The next snapshot looks files up in it by path; build that index
-		// now, between turns, rather than on the next snapshot's clock.
-		go m.statIndex()
+		// The next snapshot looks files up in it by path and content;
+		// build those indexes now, between turns, rather than on the next
+		// snapshot's clock.
+		go m.index()
 	}
 	if w.over.Load() {
 		return SnapshotResult{}, a.overCap(req.Handle, req.Key)
