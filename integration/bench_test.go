@@ -166,16 +166,19 @@ func median(d []time.Duration) time.Duration {
 // a fixed 25 turns per b.N; use -benchtime=1x.
 //
 //	go test ./integration -run '^$' -bench TurnOverhead -benchtime=1x
-func BenchmarkTurnOverhead(b *testing.B) {
-	// single-host is cmd/dev's layout (sandbox activities share the session
-	// queue); host-queue is a multi-worker deployment's (sandbox activities
-	// go to the holding worker's own queue).
+func BenchmarkTurnOverhead(b *testing.B) { byLayout(b, turnOverhead) }
+
+// byLayout runs fn as a sub-benchmark per worker layout: single-host is
+// cmd/dev's (sandbox activities share the session queue), host-queue a
+// multi-worker deployment's (sandbox activities go to the holding
+// worker's own queue).
+func byLayout(b *testing.B, fn func(b *testing.B, singleHost bool)) {
 	for _, single := range []bool{true, false} {
 		name := "host-queue"
 		if single {
 			name = "single-host"
 		}
-		b.Run(name, func(b *testing.B) { turnOverhead(b, single) })
+		b.Run(name, func(b *testing.B) { fn(b, single) })
 	}
 }
 

@@ -23,15 +23,7 @@ import (
 // -benchtime=1x.
 //
 //	go test ./integration -run '^$' -bench TurnTimeline -benchtime=1x
-func BenchmarkTurnTimeline(b *testing.B) {
-	for _, single := range []bool{true, false} {
-		name := "host-queue"
-		if single {
-			name = "single-host"
-		}
-		b.Run(name, func(b *testing.B) { turnTimeline(b, single) })
-	}
-}
+func BenchmarkTurnTimeline(b *testing.B) { byLayout(b, turnTimeline) }
 
 func turnTimeline(b *testing.B, singleHost bool) {
 	s := newStack(b, func(c *config.Config) {
