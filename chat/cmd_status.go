@@ -73,6 +73,9 @@ func statusCard(p Poster, id string, info session.Info, ts session.TurnState, ui
 	if cps := info.Checkpoints; len(cps) > 0 {
 		fields = append(fields, Field{Label: "Checkpoints", Value: checkpointsText(cps)})
 	}
+	if info.Repo != nil {
+		fields = append(fields, Field{Label: "Repository", Value: repoText(info.Repo)})
+	}
 	if info.Parent != "" {
 		from := info.Parent
 		if loc, err := session.ParseID(info.Parent); err == nil {

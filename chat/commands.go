@@ -22,6 +22,9 @@ const (
 	CmdSessions = "sessions"
 	CmdDestroy  = "destroy"
 	CmdRewind   = "rewind"
+	CmdRepo     = "repo"
+	CmdDiff     = "diff"
+	CmdPR       = "pr"
 )
 
 // Command is a parsed bot command. Platforms with native slash commands
@@ -79,6 +82,9 @@ var commandTable = []command{
 	backendCommand,
 	forkCommand,
 	rewindCommand,
+	repoCommand,
+	diffCommand,
+	prCommand,
 	sessionsCommand,
 	destroyCommand,
 }

@@ -65,6 +65,8 @@ type CoreConfig struct {
 	// replica holding a session's lease renders and posts its turns;
 	// another takes over within about this long after the holder dies.
 	WatchLease time.Duration
+	// Repos is how messages name repositories (see RepoConfig).
+	Repos RepoConfig
 	// ScanEvery is how often the core looks for sessions that need a bot
 	// and have none (a turn running or an answer unposted, with no live
 	// watch lease) once Resume was called; default session.WatchLease/3.
@@ -209,7 +211,17 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 	defer cancel()
-	resp, err := c.s.Send(cctx, c.startInput(th, m.User, text), session.MessageRequest{EventID: m.EventID, User: m.User, Text: text})
+	req := session.MessageRequest{EventID: m.EventID, User: m.User, Text: text}
+	if spec, named, err := c.messageRepo(th, text); err != nil {
+		c.say(ctx, p, th, err.Error())
+		return nil
+	} else if spec != nil {
+		req.Repo = spec
+		if named {
+			c.log.Info("message names a repository", "workflow_id", th.ID(), "repo", spec.Name())
+		}
+	}
+	resp, err := c.s.Send(cctx, c.startInput(th, m.User, text), req)
 	if err != nil {
 		c.say(ctx, p, th, UserMessage(err))
 		return c.internal(err, "send", th.ID())

@@ -35,6 +35,13 @@ type Sessions interface {
 	Compact(ctx context.Context, id string, req session.CompactRequest) (session.CompactResponse, error)
 	// Rewind returns once the session was rewound (or refused).
 	Rewind(ctx context.Context, id string, req session.RewindRequest) (session.RewindResponse, error)
+	// SetRepo returns once the session's repository was cloned (or not).
+	SetRepo(ctx context.Context, id string, req session.SetRepoRequest) (session.SetRepoResponse, error)
+	// Diff returns the workspace's diff against the session's base commit.
+	Diff(ctx context.Context, id string, req session.DiffRequest) (session.DiffResponse, error)
+	// OpenPR returns once the workspace was pushed and its pull request
+	// opened or updated.
+	OpenPR(ctx context.Context, id string, req session.OpenPRRequest) (session.OpenPRResponse, error)
 	// Destroy returns after the sandbox and snapshots are removed.
 	Destroy(ctx context.Context, id string, req session.DestroyRequest) (session.DestroyResponse, error)
 	SetBackend(ctx context.Context, id string, req session.SetBackendRequest) (session.SetBackendResponse, error)

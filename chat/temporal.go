@@ -171,6 +171,27 @@ func (t *TemporalSessions) Rewind(ctx context.Context, id string, req session.Re
 	return r, err
 }
 
+// SetRepo implements Sessions.
+func (t *TemporalSessions) SetRepo(ctx context.Context, id string, req session.SetRepoRequest) (session.SetRepoResponse, error) {
+	var r session.SetRepoResponse
+	err := t.update(ctx, id, session.UpdateSetRepo, &req, &r)
+	return r, err
+}
+
+// Diff implements Sessions.
+func (t *TemporalSessions) Diff(ctx context.Context, id string, req session.DiffRequest) (session.DiffResponse, error) {
+	var r session.DiffResponse
+	err := t.update(ctx, id, session.UpdateDiff, &req, &r)
+	return r, err
+}
+
+// OpenPR implements Sessions.
+func (t *TemporalSessions) OpenPR(ctx context.Context, id string, req session.OpenPRRequest) (session.OpenPRResponse, error) {
+	var r session.OpenPRResponse
+	err := t.update(ctx, id, session.UpdateOpenPR, &req, &r)
+	return r, err
+}
+
 // Resume implements Sessions.
 func (t *TemporalSessions) Resume(ctx context.Context, id string, req session.ResumeRequest) (session.PauseResponse, error) {
 	var r session.PauseResponse

@@ -53,6 +53,7 @@ type Config struct {
 	Slack    Slack
 	Discord  Discord
 	Dev      Dev
+	Repos    Repos
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 	// DecisionKey is the secret bot and worker share to sign and check

@@ -5,6 +5,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -52,10 +53,48 @@ func TestMain(m *testing.M) {
 const waitTimeout = 90 * time.Second
 
 func testLogger(t testing.TB) *slog.Logger {
+	var out io.Writer = io.Discard
 	if os.Getenv("SANDBOT_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		out = os.Stderr
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Every line is also kept, for tests that check what the logs hold
+	// (logText).
+	v, loaded := testLogs.LoadOrStore(t.Name(), &lockedBuffer{})
+	buf := v.(*lockedBuffer)
+	if !loaded {
+		t.Cleanup(func() { testLogs.Delete(t.Name()) })
+	}
+	return slog.New(slog.NewTextHandler(io.MultiWriter(out, buf), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// testLogs holds each running test's log lines, by test name.
+var testLogs sync.Map
+
+// logText returns what t's stack logged so far.
+func logText(t testing.TB) string {
+	if b, ok := testLogs.Load(t.Name()); ok {
+		return b.(*lockedBuffer).String()
+	}
+	return ""
+}
+
+// lockedBuffer is a bytes.Buffer safe for the concurrent writes of a
+// process's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 var nonWord = regexp.MustCompile(`[^a-zA-Z0-9]+`)

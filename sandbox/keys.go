@@ -122,3 +122,9 @@ func CheckPrefix(prefix string) error {
 	}
 	return CheckKey(strings.TrimSuffix(prefix, "/"))
 }
+
+// RepoBaseKey is where a session keeps the snapshot of its freshly cloned
+// repository: the base of every /diff, kept for the session's life.
+func RepoBaseKey(sessionID string) string {
+	return SessionPrefix(sessionID) + "repo-base.tar"
+}

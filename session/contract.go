@@ -123,6 +123,10 @@ type MessageRequest struct {
 	EventID string `json:"event_id"`
 	User    User   `json:"user"`
 	Text    string `json:"text"`
+	// Repo is the repository a session's first message names (or its
+	// channel's default): the worker clones it before the turn. A session
+	// that has one already ignores it.
+	Repo *RepoSpec `json:"repo,omitempty"`
 	// Auth is the bot's signature (see Signature).
 	Auth Signature `json:"auth,omitzero"`
 }
@@ -337,6 +341,10 @@ type ForkSeed struct {
 	Transcript  []Message `json:"transcript"`
 	Snapshot    string    `json:"snapshot,omitempty"`
 	Fingerprint string    `json:"fingerprint,omitempty"`
+	// Repo is the source's repository, its base snapshot copied under
+	// the fork's own key and without the source's pull request: a fork
+	// pushes its own branch.
+	Repo *Repo `json:"repo,omitempty"`
 }
 
 // RewindRequest is the input of UpdateRewind (/rewind N): bring the

@@ -8,3 +8,9 @@ func BackendQueue(taskQueue, backend string) string { return taskQueue + "-backe
 
 // HostQueue is the task queue of one worker host.
 func HostQueue(taskQueue, hostID string) string { return taskQueue + "-host-" + hostID }
+
+// RepoQueue is the task queue of the repository loop's activities (clone,
+// diff, push): served only by workers that have a git binary, so a fleet
+// that mixes images (the scratch docker-backend worker has none) never
+// hands a clone to a worker that cannot run it.
+func RepoQueue(taskQueue string) string { return taskQueue + "-repo" }

@@ -100,7 +100,13 @@ func userFields(u User) []string {
 
 func (r *MessageRequest) auth() *Signature { return &r.Auth }
 func (r *MessageRequest) signedFields() []string {
-	return append([]string{r.EventID, r.Text}, userFields(r.User)...)
+	f := []string{r.EventID, r.Text}
+	if r.Repo != nil {
+		// Only when set, so messages of bots from before repositories
+		// verify as they did.
+		f = append(f, "repo:"+r.Repo.URL, r.Repo.Branch)
+	}
+	return append(f, userFields(r.User)...)
 }
 
 func (r *ApproveRequest) auth() *Signature { return &r.Auth }
@@ -181,6 +187,12 @@ func SignedRequest(req any) (Signed, bool) {
 	case ClaimFinalRequest:
 		return &r, true
 	case ClaimWatchRequest:
+		return &r, true
+	case SetRepoRequest:
+		return &r, true
+	case DiffRequest:
+		return &r, true
+	case OpenPRRequest:
 		return &r, true
 	}
 	return nil, false

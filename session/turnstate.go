@@ -169,6 +169,8 @@ type Info struct {
 	// Checkpoints are the ends of turns the session keeps, oldest first:
 	// /rewind and /fork @N take one of them.
 	Checkpoints []Checkpoint `json:"checkpoints,omitempty"`
+	// Repo is the repository the session works on, if any.
+	Repo *Repo `json:"repo,omitempty"`
 }
 
 // Usage is the token accounting of model calls, as the model endpoint

@@ -112,6 +112,9 @@ func (s *sessionRun) dropSnapshots(dropped []Checkpoint) {
 
 // keyInUse reports whether a kept checkpoint names the snapshot key.
 func (s *sessionRun) keyInUse(key string) bool {
+	if s.st.Repo != nil && s.st.Repo.Base == key {
+		return true // the clone: the base of every /diff
+	}
 	return slices.ContainsFunc(s.st.Checkpoints, func(c Checkpoint) bool { return c.Key == key })
 }
 

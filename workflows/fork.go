@@ -89,6 +89,20 @@ func (s *sessionRun) onFork(ctx workflow.Context, req session.ForkRequest) (sess
 		}
 		seed.Snapshot = to
 	}
+	if s.st.Repo != nil {
+		// The fork keeps its own copy of the clone (a manifest: no data
+		// is copied), so /diff still works when the source is destroyed,
+		// and pushes to its own branch: it starts with no pull request.
+		base := sandbox.RepoBaseKey(newID)
+		err := workflow.ExecuteActivity(housekeepingOptions(ctx, session.BackendQueue(s.queue, s.st.Backend)), sandboxActs.CopySnapshot,
+			sandbox.CopySnapshotRequest{From: s.st.Repo.Base, To: base}).Get(ctx, nil)
+		if err != nil {
+			return session.ForkResponse{}, fmt.Errorf("copy the repository's base snapshot: %s", userError(err))
+		}
+		r := *s.st.Repo
+		r.Base, r.PR = base, nil
+		seed.Repo = &r
+	}
 	title := req.Title
 	if title == "" {
 		title = s.st.Title

@@ -54,6 +54,9 @@ func (s *sessionRun) register(ctx workflow.Context) error {
 		{session.UpdateClaimFinal, s.onClaimFinal, s.validateClaimFinal},
 		{session.UpdateClaimWatch, s.onClaimWatch, s.validateClaimWatch},
 		{session.UpdateRewind, s.onRewind, s.validateRewind},
+		{session.UpdateSetRepo, s.onSetRepo, s.validateSetRepo},
+		{session.UpdateDiff, s.onDiff, s.validateDiff},
+		{session.UpdateOpenPR, s.onOpenPR, s.validateOpenPR},
 	}
 	for _, u := range updates {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler, workflow.UpdateHandlerOptions{Validator: u.validator}); err != nil {
@@ -104,6 +107,7 @@ func (s *sessionRun) onMessage(ctx workflow.Context, req session.MessageRequest)
 	if turn, ok := s.st.seenTurn(req.EventID); ok {
 		return session.MessageResponse{Turn: turn, Duplicate: true}, nil
 	}
+	s.takeRepo(req)
 	s.st.Queue = append(s.st.Queue, QueuedMessage{EventID: req.EventID, User: req.User, Text: req.Text, At: workflow.Now(ctx)})
 	// A new message ends a pause: the user wants an answer.
 	s.st.Paused = false

@@ -38,8 +38,12 @@ type sessionRun struct {
 	// compacted is what the last compaction did.
 	compactRequested bool
 	compacted        session.CompactResponse
-	log              log.Logger
-	id               string
+	// repoDone answers /repo once the main loop cloned (or failed to);
+	// prInFlight is set while /pr pushes.
+	repoDone   *repoResult
+	prInFlight bool
+	log        log.Logger
+	id         string
 	// queue is this workflow's task queue; activity queues derive from it.
 	queue string
 
@@ -106,6 +110,7 @@ func newSession(ctx workflow.Context, in Input) *sessionRun {
 		}
 		s.st.Snapshot = in.Seed.Snapshot
 		s.st.Fingerprint = in.Seed.Fingerprint
+		s.st.Repo = in.Seed.Repo
 	}
 	s.st.Last = session.TurnState{Status: session.StatusIdle, Backend: s.st.Backend}
 	return s
@@ -165,6 +170,7 @@ func (s *sessionRun) info(ctx workflow.Context) session.Info {
 		SandboxWarning: s.st.SandboxWarning,
 		Usage:          s.st.Usage,
 		Checkpoints:    s.st.checkpointInfo(),
+		Repo:           s.st.Repo,
 	}
 }
 
@@ -179,6 +185,7 @@ func (s *sessionRun) run(ctx workflow.Context) (session.SessionResult, error) {
 				s.st.PendingBackend != "" ||
 				s.compactRequested ||
 				s.rewind != nil ||
+				s.st.PendingRepo != nil && !s.st.PendingRepo.FromMessage ||
 				s.shouldContinueAsNew(ctx)
 		}
 		if s.st.Settings.IdleSuspend > 0 && s.st.Handle != nil && !s.st.Suspended {
@@ -211,6 +218,9 @@ func (s *sessionRun) run(ctx workflow.Context) (session.SessionResult, error) {
 		case s.rewind != nil:
 			s.rewound = s.doRewind(ctx, *s.rewind)
 			s.rewind = nil
+			continue
+		case s.st.PendingRepo != nil && !s.st.PendingRepo.FromMessage:
+			s.setupRepo(ctx, s.st.Turn)
 			continue
 		case s.shouldContinueAsNew(ctx):
 			return s.continueAsNew(ctx)

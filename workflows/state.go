@@ -77,6 +77,13 @@ type State struct {
 	// sandbox.EnsureResult.Warning).
 	SandboxWarning string `json:"sandbox_warning,omitempty"`
 
+	// Repo is the repository the session works on; PendingRepo one
+	// waiting to be cloned; PRs counts the pull requests it opened (the
+	// n of its branch sandbot/<id>-<n>).
+	Repo        *session.Repo `json:"repo,omitempty"`
+	PendingRepo *PendingRepo  `json:"pending_repo,omitempty"`
+	PRs         int           `json:"prs,omitempty"`
+
 	// Usage is what the session's model calls cost so far.
 	Usage session.Usage `json:"usage,omitzero"`
 	// Last is the current (or last) turn as the bot sees it.

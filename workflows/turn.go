@@ -46,6 +46,11 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 	s.cancelTurn = cancel
 	s.touch()
 	s.index(ctx)
+	if s.st.PendingRepo != nil {
+		// The first message named a repository: clone it now, so the
+		// turn's card shows the clone and the model finds the checkout.
+		s.setupRepo(tctx, s.st.Turn)
+	}
 
 	final, err := s.agentLoop(tctx)
 

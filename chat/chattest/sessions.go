@@ -330,6 +330,24 @@ func (f *Sessions) Rewind(_ context.Context, id string, req session.RewindReques
 	return session.RewindResponse{Turn: req.Turn, Undone: f.Get(id).Turn - req.Turn}, nil
 }
 
+// SetRepo implements chat.Sessions.
+func (f *Sessions) SetRepo(_ context.Context, id string, req session.SetRepoRequest) (session.SetRepoResponse, error) {
+	f.record("set_repo " + req.Repo.URL)
+	return session.SetRepoResponse{Repo: session.Repo{URL: req.Repo.URL, Name: req.Repo.Name(), Branch: req.Repo.Branch}}, nil
+}
+
+// Diff implements chat.Sessions.
+func (f *Sessions) Diff(_ context.Context, id string, _ session.DiffRequest) (session.DiffResponse, error) {
+	f.record("diff")
+	return session.DiffResponse{}, nil
+}
+
+// OpenPR implements chat.Sessions.
+func (f *Sessions) OpenPR(_ context.Context, id string, req session.OpenPRRequest) (session.OpenPRResponse, error) {
+	f.record("open_pr " + req.Title)
+	return session.OpenPRResponse{}, nil
+}
+
 // Resume implements chat.Sessions.
 func (f *Sessions) Resume(_ context.Context, id string, _ session.ResumeRequest) (session.PauseResponse, error) {
 	f.record("resume")

@@ -3,6 +3,7 @@ package discord
 import (
 	"context"
 	"fmt"
+	"strings"
 	"unicode"
 
 	"github.com/bwmarrin/discordgo"
@@ -52,7 +53,10 @@ func Commands(backends []string) []*discordgo.ApplicationCommand {
 			Type: discordgo.ApplicationCommandOptionInteger, Name: "turn", Description: "The turn to go back to (/status lists them)", MinValue: &minN, Required: true,
 		}, boolean("confirm", "Set to True to really undo the later turns")},
 		chat.CmdSessions: {boolean("all", "List everyone's sessions, not only yours")},
-		chat.CmdDestroy:  {boolean("confirm", "Set to True to really destroy the session")},
+		chat.CmdRepo: {str("repository", "owner/name, owner/name@branch or an https:// git URL (leave out to show it)", nil),
+			str("branch", "Branch to start from (default: the repository's default)", nil), boolean("full", "Fetch all history, not only the latest commit")},
+		chat.CmdPR:      {str("title", "Title of the pull request (default: the session's first request)", nil)},
+		chat.CmdDestroy: {boolean("confirm", "Set to True to really destroy the session")},
 	}
 	var out []*discordgo.ApplicationCommand
 	for _, c := range chat.Commands() {
@@ -121,6 +125,32 @@ func toCommand(d discordgo.ApplicationCommandInteractionData) chat.Command {
 			cmd.Confirm = o.BoolValue()
 		case d.Name == chat.CmdSessions && o.Name == "all" && o.BoolValue():
 			cmd.Args = []string{"all"}
+		case d.Name == chat.CmdPR && o.Name == "title":
+			cmd.Args = strings.Fields(o.StringValue())
+		}
+	}
+	if d.Name == chat.CmdRepo {
+		// Positional, as /repo takes them typed: repository, branch, full.
+		var repo, branch string
+		var full bool
+		for _, o := range d.Options {
+			switch o.Name {
+			case "repository":
+				repo = o.StringValue()
+			case "branch":
+				branch = o.StringValue()
+			case "full":
+				full = o.BoolValue()
+			}
+		}
+		if repo != "" {
+			cmd.Args = append(cmd.Args, repo)
+			if branch != "" {
+				cmd.Args = append(cmd.Args, branch)
+			}
+			if full {
+				cmd.Args = append(cmd.Args, "full")
+			}
 		}
 	}
 	return cmd
@@ -136,6 +166,8 @@ func privateAnswer(cmd chat.Command) bool {
 		return cmd.Backend == ""
 	case chat.CmdDestroy, chat.CmdRewind:
 		return !cmd.Confirm
+	case chat.CmdRepo:
+		return len(cmd.Args) == 0
 	}
 	return false
 }

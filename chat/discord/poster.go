@@ -152,3 +152,14 @@ func (a *Adapter) ThreadLink(th chat.Thread) string {
 	}
 	return ""
 }
+
+// ThreadURL implements chat.ThreadURLer: the thread's web link
+// (https://discord.com/channels/<guild>/<thread>), which a pull request
+// links back to.
+func (a *Adapter) ThreadURL(th chat.Thread) string {
+	t := target(th)
+	if t == "" || th.Workspace == "" {
+		return ""
+	}
+	return "https://discord.com/channels/" + th.Workspace + "/" + t
+}

@@ -292,9 +292,19 @@ func (a *Adapter) Mention(u chat.User) string {
 // ThreadLink implements chat.ThreadLinker: a Markdown link to the thread's
 // root message, built without an API call.
 func (a *Adapter) ThreadLink(th chat.Thread) string {
-	base := strings.TrimRight(a.identity().TeamURL, "/")
-	if base == "" || th.Thread == "" {
+	u := a.ThreadURL(th)
+	if u == "" {
 		return "`" + th.Thread + "`"
 	}
-	return "[thread](" + base + "/archives/" + url.PathEscape(th.Channel) + "/p" + strings.ReplaceAll(th.Thread, ".", "") + ")"
+	return "[thread](" + u + ")"
+}
+
+// ThreadURL implements chat.ThreadURLer: the thread's permalink, which a
+// pull request links back to.
+func (a *Adapter) ThreadURL(th chat.Thread) string {
+	base := strings.TrimRight(a.identity().TeamURL, "/")
+	if base == "" || th.Thread == "" {
+		return ""
+	}
+	return base + "/archives/" + url.PathEscape(th.Channel) + "/p" + strings.ReplaceAll(th.Thread, ".", "")
 }

@@ -124,6 +124,10 @@ func New(ctx context.Context, c client.Client, cfg *config.Config, opts Options,
 		ReplicaID:      opts.ReplicaID,
 		WatchLease:     opts.WatchLease,
 		ScanEvery:      opts.ScanEvery,
+		Repos: chat.RepoConfig{
+			Allow: cfg.Repos.Allow, GitURL: cfg.Repos.GitURL,
+			ChannelDefault: cfg.Repos.ChannelRepo,
+		},
 		ServedBackends: func(ctx context.Context) ([]string, error) {
 			return ServedBackends(ctx, c, cfg.Temporal.TaskQueue, config.KnownBackends)
 		},

@@ -25,6 +25,7 @@ func secrets(cfg *config.Config) []redact.Secret {
 		{Name: "SANDBOT_DISCORD_TOKEN", Value: cfg.Discord.Token},
 		{Name: "DAYTONA_API_KEY", Value: cfg.Daytona.APIKey},
 		{Name: "E2B_API_KEY", Value: cfg.E2B.APIKey},
+		{Name: "SANDBOT_GITHUB_TOKEN", Value: cfg.Repos.Token},
 	}
 	// Credentials written into the snapshot store's URL (s3://key:secret@...
 	// or as query parameters).
@@ -34,6 +35,7 @@ func secrets(cfg *config.Config) []redact.Secret {
 	for _, name := range awsSecretEnv {
 		out = append(out, redact.Secret{Name: name, Value: os.Getenv(name)})
 	}
+	out = append(out, pemSecrets("SANDBOT_GITHUB_APP_KEY_FILE", cfg.Repos.AppKeyFile)...)
 	return append(out, pemSecrets("SANDBOT_TEMPORAL_TLS_KEY", cfg.Temporal.TLSKey)...)
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os/exec"
 	"sort"
 	"strings"
 	"time"
@@ -84,7 +85,8 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 		}
 		models = m
 	}
-	red := redact.New(secrets(cfg)...)
+	known := secrets(cfg)
+	red := redact.New(known...)
 	if short := red.Skipped(); len(short) > 0 {
 		log.Warn("secrets too short to be redacted from agent output", "settings", short, "min_bytes", redact.MinLen)
 	}
@@ -124,6 +126,11 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 			_ = store.Close()
 			return nil, fmt.Errorf("worker: %w", err)
 		}
+	}
+	repos, err := repoActivities(cfg, store, red, known, log)
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("worker: %w", err)
 	}
 	byName, err := sandbox.NewBackends(backends...)
 	if err != nil {
@@ -167,6 +174,14 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 		sw := worker.New(c, q, wo)
 		sw.RegisterActivity(acts)
 		w.workers = append(w.workers, sw)
+	}
+	if git, err := exec.LookPath(repos.Git.Binary()); err != nil {
+		log.Warn("no git binary: this worker does not serve the repository loop (clone, /diff, /pr); run one from an image with git, such as worker-local", "error", err)
+	} else {
+		rw := worker.New(c, session.RepoQueue(cfg.Temporal.TaskQueue), wo)
+		rw.RegisterActivity(repos)
+		w.workers = append(w.workers, rw)
+		log.Debug("serving the repository loop", "git", git)
 	}
 	for _, x := range w.workers {
 		if err := x.Start(); err != nil {
