@@ -70,6 +70,17 @@ func newRepoEnvOpts(t *testing.T, gitOpts fakegit.Options) *repoEnv {
 
 func newRepoEnvWith(t *testing.T, withDocker bool, gitOpts fakegit.Options, opts ...stackOption) *repoEnv {
 	t.Helper()
+	opt, git, gh := repoFakes(t, gitOpts)
+	e := &repoEnv{threadEnv: newThreadEnv(t, withDocker, append([]stackOption{opt}, opts...)...), git: git, gh: gh}
+	e.rp = &repoPoster{threadPoster: e.p}
+	return e
+}
+
+// repoFakes starts a git server holding acme/widgets and a GitHub API fake,
+// and returns the stack option that points the worker at them with
+// repoToken.
+func repoFakes(t testing.TB, gitOpts fakegit.Options) (stackOption, *fakegit.Server, *fakegithub.Server) {
+	t.Helper()
 	var git *fakegit.Server
 	gh := fakegithub.New(fakegithub.Options{Tokens: []string{repoToken}, HTMLBase: "https://github.example",
 		Branch: func(repo, branch string) (string, bool) { return git.Branch(repo, branch) }})
@@ -88,15 +99,12 @@ func newRepoEnvWith(t *testing.T, withDocker bool, gitOpts fakegit.Options, opts
 		"src/main.go": "package main\n\nfunc main() {}\n",
 		".gitignore":  "build/\n",
 	})
-	opts = append([]stackOption{func(c *config.Config) {
+	return func(c *config.Config) {
 		c.Repos.Allow = []string{"acme/*"}
 		c.Repos.GitURL = git.URL
 		c.Repos.APIURL = api.URL
 		c.Repos.Token = repoToken
-	}}, opts...)
-	e := &repoEnv{threadEnv: newThreadEnv(t, withDocker, opts...), git: git, gh: gh}
-	e.rp = &repoPoster{threadPoster: e.p}
-	return e
+	}, git, gh
 }
 
 // cmd sends a command as u through the attaching poster and returns the

@@ -1,0 +1,88 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sandbot/sandbot/internal/fake/fakegit"
+	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
+	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
+)
+
+// The repository loop from Slack: a mention names the repository, "!diff"
+// posts the summary and shares the patch as a file in the thread, "!pr"
+// opens a pull request whose body links back to the thread.
+func TestSlackRepoLoop(t *testing.T) {
+	opt, git, gh := repoFakes(t, fakegit.Options{})
+	e := newSlackEnv(t, slackOptions{stack: []stackOption{slackNoApprovals, opt}})
+	e.s.model.Push(fakeopenai.ToolCallStep("s1", "shell", shell("echo fixed >> README.md")), fakeopenai.FinalStep("Fixed the README."))
+	th, _ := e.mention(slackAlice, "acme/widgets: fix the readme")
+	e.waitDone(th, 1)
+
+	e.reply(th, slackAlice, "!diff")
+	e.waitBotText(th, "the /diff answer", nil, "1 file changed", "`README.md` modified")
+	files := threadFiles(e.f.Snapshot(), th)
+	if len(files) != 1 || files[0].Name != "session.diff" || !strings.Contains(string(files[0].Content), "+fixed") {
+		t.Fatalf("files shared in the thread: %+v", files)
+	}
+
+	e.reply(th, slackAlice, "!pr Fix the readme")
+	e.waitBotText(th, "the /pr answer", nil, "Opened pull request", "https://github.example/acme/widgets/pull/1")
+	prs := gh.PRs("acme/widgets")
+	if len(prs) != 1 || prs[0].Title != "Fix the readme" || !strings.Contains(prs[0].Body, "/archives/"+th.Channel+"/p") {
+		t.Fatalf("GitHub has %+v; the body should link to the Slack thread", prs)
+	}
+	if got := git.Show(t, "acme/widgets", prs[0].Head, "README.md"); got != "# widgets\nfixed\n" {
+		t.Fatalf("README.md on %s = %q", prs[0].Head, got)
+	}
+}
+
+// The repository loop from Discord's slash commands: /repo with its
+// options on a session that has none, /diff attaching the patch, /pr with
+// a title.
+func TestDiscordRepoLoop(t *testing.T) {
+	opt, _, gh := repoFakes(t, fakegit.Options{})
+	e := newDiscordEnv(t, discordOptions{stack: []stackOption{noApprovals, opt}})
+	e.s.model.Push(fakeopenai.FinalStep("Hello."))
+	th := e.mention(discordAlice, "hello")
+	e.waitDone(th, 1)
+
+	id := e.slash(th, discordAlice, "repo", fakediscord.CommandOption{Name: "repository", Value: "acme/widgets"}, fakediscord.CommandOption{Name: "branch", Value: "main"})
+	e.wait("the /repo answer", func() bool {
+		in, _ := e.f.Interaction(id)
+		m, ok := e.f.Message(in.OriginalID)
+		return ok && strings.Contains(m.Content, "This session now works on **acme/widgets** (main @")
+	})
+
+	e.s.model.Push(fakeopenai.ToolCallStep("d1", "shell", shell("echo fixed >> README.md")), fakeopenai.FinalStep("Fixed."))
+	e.say(th, discordAlice, "fix the readme")
+	e.waitDone(th, 2)
+
+	id = e.slash(th, discordAlice, "diff")
+	e.wait("the /diff answer", func() bool {
+		in, _ := e.f.Interaction(id)
+		m, ok := e.f.Message(in.OriginalID)
+		return ok && strings.Contains(m.Content, "1 file changed")
+	})
+	var patch string
+	for _, m := range e.f.Messages(th.Thread) {
+		for _, a := range m.Attachments {
+			if a.Filename == "session.diff" {
+				patch = string(a.Data)
+			}
+		}
+	}
+	if !strings.Contains(patch, "+fixed") {
+		t.Fatalf("no patch attached in the thread (got %q)", patch)
+	}
+
+	id = e.slash(th, discordAlice, "pr", fakediscord.CommandOption{Name: "title", Value: "Fix the readme"})
+	e.wait("the /pr answer", func() bool {
+		in, _ := e.f.Interaction(id)
+		m, ok := e.f.Message(in.OriginalID)
+		return ok && strings.Contains(m.Content, "Opened pull request [#1](https://github.example/acme/widgets/pull/1)")
+	})
+	if prs := gh.PRs("acme/widgets"); len(prs) != 1 || prs[0].Title != "Fix the readme" || !strings.Contains(prs[0].Body, "https://discord.com/channels/") {
+		t.Fatalf("GitHub has %+v", prs)
+	}
+}
