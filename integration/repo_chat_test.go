@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbot/sandbot/internal/fake/fakegit"
 	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
+	"github.com/sandbot/sandbot/internal/fake/fakegit"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 )
 
