@@ -86,3 +86,35 @@ func TestDiscordRepoLoop(t *testing.T) {
 		t.Fatalf("GitHub has %+v", prs)
 	}
 }
+
+// The checkout works on the cloud backends too: a repository session
+// moved to E2B and forked onto Daytona runs git there, and /pr pushes what
+// changed on the cloud sandbox.
+func TestRepoOnCloudBackends(t *testing.T) {
+	cl := startClouds(t)
+	e := newRepoEnv(t, false, noApprovals, cl.withClouds)
+	th := e.thread("repo-cloud")
+	e.turn(th, 1, "acme/widgets: look", fakeopenai.ToolCallStep("c0", "shell", shell("true")), fakeopenai.FinalStep("looked"))
+	if r := e.command(th, "/backend e2b"); !strings.Contains(r, "to **e2b**") {
+		t.Fatalf("/backend e2b replied %q", r)
+	}
+	ts := e.turn(th, 2, "edit on e2b", fakeopenai.ToolCallStep("c1", "shell", shell("git status --short", "echo e2b >> README.md", "git diff --stat")), fakeopenai.FinalStep("edited"))
+	if c := onlyCall(t, ts); ts.Backend != "e2b" || !strings.Contains(cmdOut(t, c, "git diff --stat"), "README.md") {
+		t.Fatalf("git on e2b: %s", dump(ts))
+	}
+	fork := e.fork(th, `/fork "on daytona" daytona`, 2, "daytona")
+	ts = e.turn(fork, 1, "edit on daytona", fakeopenai.ToolCallStep("c2", "shell", shell("git log --oneline", "echo daytona > d.txt")), fakeopenai.FinalStep("edited"))
+	if c := onlyCall(t, ts); ts.Backend != "daytona" || cmdOut(t, c, "git log --oneline") == "" {
+		t.Fatalf("git on daytona: %s", dump(ts))
+	}
+	if r := e.cmd(fork, alice, "/pr from daytona"); !strings.Contains(r, "Opened pull request") {
+		t.Fatalf("/pr replied %q", r)
+	}
+	head := e.gh.PRs("acme/widgets")[0].Head
+	if got := e.git.Show(t, "acme/widgets", head, "README.md"); got != "# widgets\ne2b\n" {
+		t.Fatalf("README.md on %s = %q", head, got)
+	}
+	if got := e.git.Show(t, "acme/widgets", head, "d.txt"); got != "daytona\n" {
+		t.Fatalf("d.txt on %s = %q", head, got)
+	}
+}

@@ -2,7 +2,11 @@ package integration
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -81,9 +85,16 @@ func newRepoEnvWith(t *testing.T, withDocker bool, gitOpts fakegit.Options, opts
 // repoToken.
 func repoFakes(t testing.TB, gitOpts fakegit.Options) (stackOption, *fakegit.Server, *fakegithub.Server) {
 	t.Helper()
+	return repoFakesWith(t, gitOpts, fakegithub.Options{Tokens: []string{repoToken}})
+}
+
+// repoFakesWith is repoFakes with the GitHub fake's options (a GitHub App).
+func repoFakesWith(t testing.TB, gitOpts fakegit.Options, ghOpts fakegithub.Options) (stackOption, *fakegit.Server, *fakegithub.Server) {
+	t.Helper()
 	var git *fakegit.Server
-	gh := fakegithub.New(fakegithub.Options{Tokens: []string{repoToken}, HTMLBase: "https://github.example",
-		Branch: func(repo, branch string) (string, bool) { return git.Branch(repo, branch) }})
+	ghOpts.HTMLBase = "https://github.example"
+	ghOpts.Branch = func(repo, branch string) (string, bool) { return git.Branch(repo, branch) }
+	gh := fakegithub.New(ghOpts)
 	gitOpts.Token = func(tok, repo string) (bool, bool) {
 		if repo == "acme/locked" {
 			return false, false
@@ -506,5 +517,52 @@ func TestRepoAgentsGitDirectoryIsNeverTrusted(t *testing.T) {
 	}
 	if got := e.git.Show(t, "acme/widgets", branch, "README.md"); got != "# widgets\nchanged\n" {
 		t.Fatalf("README.md on the branch = %q", got)
+	}
+}
+
+// With a GitHub App instead of a token the worker signs a JWT, mints an
+// installation token, and clones and pushes with it; neither the key nor a
+// token shows up anywhere a session's data lands.
+func TestRepoLoopWithAGitHubApp(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "app.pem")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opt, git, gh := repoFakesWith(t, fakegit.Options{}, fakegithub.Options{AppID: "4242", AppKey: &key.PublicKey, InstallationID: 77})
+	e := &repoEnv{git: git, gh: gh}
+	e.threadEnv = newThreadEnv(t, false, opt, func(c *config.Config) {
+		c.Repos.Token = ""
+		c.Repos.AppID, c.Repos.InstallationID, c.Repos.AppKeyFile = "4242", 77, keyFile
+	})
+	e.rp = &repoPoster{threadPoster: e.p}
+	th := e.thread("repo-app")
+	e.turn(th, 1, "acme/widgets: edit", fakeopenai.ToolCallStep("a1", "shell", shell("echo app >> README.md")), fakeopenai.FinalStep("edited"))
+	if info := e.info(th); info.Repo == nil {
+		t.Fatalf("the clone with an installation token failed: %s", dump(e.state(th)))
+	}
+	if r := e.cmd(th, alice, "/pr"); !strings.Contains(r, "Opened pull request [#1]") {
+		t.Fatalf("/pr replied %q", r)
+	}
+	minted := 0
+	for _, c := range gh.Calls() {
+		if strings.HasPrefix(c, "POST /app/installations/77/access_tokens") && strings.HasSuffix(c, "201") {
+			minted++
+		}
+	}
+	if minted == 0 {
+		t.Fatalf("no installation token was minted: %q", gh.Calls())
+	}
+	if got := git.Show(t, "acme/widgets", gh.PRs("acme/widgets")[0].Head, "README.md"); got != "# widgets\napp\n" {
+		t.Fatalf("README.md on the branch = %q", got)
+	}
+	if l := logText(t); strings.Contains(l, "PRIVATE KEY") || strings.Contains(l, "ghs_") {
+		t.Fatal("the logs hold the App's key or an installation token")
+	}
+	if h := dump(e.history(th)); strings.Contains(h, "ghs_") {
+		t.Fatal("the transcript holds an installation token")
 	}
 }
