@@ -123,7 +123,7 @@ func (c *Core) runRepo(ctx context.Context, r request) (Reply, error) {
 		return c.failed("repo", r, err)
 	}
 	return Reply{Text: fmt.Sprintf("This session now works on %s: %s files, %s. /diff shows the agent's changes, /pr opens a pull request.",
-		repoText(&res.Repo), thousands(res.Files), sizeText(res.Bytes))}, nil
+		repoText(&res.Repo), thousands(res.Files), session.FormatBytes(res.Bytes))}, nil
 }
 
 // repoText is "acme/widgets (main @ 1a2b3c4d5e6f), PR #12 <url>".
@@ -176,7 +176,7 @@ func (c *Core) runDiff(ctx context.Context, r request) (Reply, error) {
 		fmt.Fprintf(&b, "- `%s` %s (%s)\n", strings.ReplaceAll(f.Path, "`", "'"), f.Status, change)
 	}
 	if d.Truncated {
-		fmt.Fprintf(&b, "The patch is cut at %s; the summary above covers every file.\n", sizeText(session.MaxPatchBytes))
+		fmt.Fprintf(&b, "The patch is cut at %s; the summary above covers every file.\n", session.FormatBytes(session.MaxPatchBytes))
 	}
 	a := Attachment{Name: "session.diff", Title: fmt.Sprintf("%s: diff as of turn %d", d.Repo.Name, d.AsOfTurn), Content: d.Patch}
 	if at, ok := r.p.(Attacher); ok {

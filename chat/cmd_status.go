@@ -102,7 +102,7 @@ func checkpointsText(cps []session.Checkpoint) string {
 		c := cps[i]
 		p := fmt.Sprintf("turn %d (%s", c.Turn, c.At.UTC().Format("01-02 15:04"))
 		if c.Files > 0 {
-			p += fmt.Sprintf(", %s files, %s", thousands(c.Files), sizeText(c.Bytes))
+			p += fmt.Sprintf(", %s files, %s", thousands(c.Files), session.FormatBytes(c.Bytes))
 		}
 		parts = append(parts, p+")")
 	}
@@ -113,19 +113,6 @@ func checkpointsText(cps []session.Checkpoint) string {
 	return s + " — `/rewind N` or `/fork @N`"
 }
 
-// sizeText writes a size for people.
-func sizeText(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGT"[exp])
-}
 
 // usageText is a Usage as "12,345 in · 678 out (3 calls)".
 func usageText(u session.Usage) string {

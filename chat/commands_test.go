@@ -140,7 +140,7 @@ func TestCheckpointsInStatusAndRewind(t *testing.T) {
 	if err != nil || r.Card == nil {
 		t.Fatal(r, err)
 	}
-	want := "turn 3 (12-02 11:04) · turn 1 (12-02 10:04, 2,013 files, 48.0 MiB) — `/rewind N` or `/fork @N`"
+	want := "turn 3 (12-02 11:04) · turn 1 (12-02 10:04, 2,013 files, 48 MiB) — `/rewind N` or `/fork @N`"
 	if got := cardText(*r.Card); !strings.Contains(got, want) {
 		t.Errorf("status card lacks %q:\n%s", want, got)
 	}

@@ -318,7 +318,7 @@ func TestRepoRefusalsAndFailedClones(t *testing.T) {
 
 	for _, c := range []struct{ repo, why string }{
 		{"acme/missing", "not found"},
-		{"acme/huge", "over the 1.0 mib (1048576 bytes) limit"},
+		{"acme/huge", "over the 1 mib (1048576 bytes) limit"},
 		{"acme/locked", "or the credentials cannot see it"},
 	} {
 		th := e.thread("repo-" + strings.ReplaceAll(c.repo, "/", "-"))

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sandbot/sandbot/redact"
@@ -210,7 +209,7 @@ func (a *Activities) Clone(ctx context.Context, req CloneRequest) (res CloneResu
 	if err := sandbox.CheckKey(req.Key); err != nil {
 		return CloneResult{}, a.userErr(ErrTypeClone, "clone: %v", err)
 	}
-	stop := heartbeat(ctx)
+	stop := sandbox.HeartbeatWhileRunning(ctx)
 	defer stop()
 	auth, err := a.auth(ctx, req.Repo.URL)
 	if err != nil {
@@ -317,7 +316,7 @@ func keepPaths(paths []string) func(*sandbox.ManifestEntry) bool {
 // differ are read from the store, into two trees the git CLI compares
 // (no repository involved, so nothing the agent put in .git can run).
 func (a *Activities) Diff(ctx context.Context, req DiffRequest) (session.DiffResponse, error) {
-	stop := heartbeat(ctx)
+	stop := sandbox.HeartbeatWhileRunning(ctx)
 	defer stop()
 	bm, cm, err := a.manifests(ctx, req.Repo.Base, req.Current)
 	if err != nil {
@@ -372,7 +371,7 @@ func (a *Activities) OpenPR(ctx context.Context, req PRRequest) (session.OpenPRR
 	if !a.ownHost(req.Repo.URL) {
 		return session.OpenPRResponse{}, a.userErr(ErrTypeNoAuth, "%s is not on %s, the git host this worker holds credentials for; /pr can only push there", req.Repo.Name, a.Config.GitURL)
 	}
-	stop := heartbeat(ctx)
+	stop := sandbox.HeartbeatWhileRunning(ctx)
 	defer stop()
 	bm, cm, err := a.manifests(ctx, req.Repo.Base, req.Current)
 	if err != nil {
@@ -487,30 +486,6 @@ func coEmail(platform string, u session.User) string {
 		platform = "chat"
 	}
 	return path.Clean(id) + "@" + platform + ".sandbot.invalid"
-}
-
-// heartbeat beats while an activity works, so a dead worker is noticed
-// within the heartbeat timeout however long a clone takes.
-func heartbeat(ctx context.Context) (stop func()) {
-	if !activity.IsActivity(ctx) {
-		return func() {}
-	}
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		for {
-			activity.RecordHeartbeat(ctx)
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() { close(done) }
 }
 
 // Binary is the git executable g runs, for a worker to check it has one.

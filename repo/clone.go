@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sandbot/sandbot/sandbox"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -376,17 +377,11 @@ func tooBig(size, limit int64, early bool) *Error {
 	}
 }
 
-// formatBytes renders n for a chat message, in binary units with the exact
-// byte count alongside (so two sizes close to each other stay tellable).
+// formatBytes renders n for a chat message, with the exact byte count
+// alongside (so two sizes close to each other stay tellable).
 func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
+	if n < 1024 {
+		return sandbox.FormatBytes(n)
 	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB (%d bytes)", float64(n)/float64(div), "KMGTP"[exp], n)
+	return fmt.Sprintf("%s (%d bytes)", sandbox.FormatBytes(n), n)
 }

@@ -298,8 +298,8 @@ func TestCloneSubmodules(t *testing.T) {
 
 func TestFormatBytes(t *testing.T) {
 	for n, want := range map[int64]string{
-		0: "0 B", 1023: "1023 B", 1024: "1.0 KiB (1024 bytes)", 1536: "1.5 KiB (1536 bytes)",
-		10 << 20: "10.0 MiB (10485760 bytes)", 3 << 30: "3.0 GiB (3221225472 bytes)",
+		0: "0 B", 1023: "1023 B", 1024: "1 KiB (1024 bytes)", 1536: "1.5 KiB (1536 bytes)",
+		10 << 20: "10 MiB (10485760 bytes)", 3 << 30: "3 GiB (3221225472 bytes)",
 	} {
 		if got := formatBytes(n); got != want {
 			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)

@@ -634,3 +634,13 @@ func describeConfinement(b Backend) (line, warning string) {
 	}
 	return line, warning
 }
+
+// HeartbeatWhileRunning is heartbeatWhileRunning without details, for the
+// worker's other long activities (the repository loop's clones and pushes).
+// Outside an activity it does nothing.
+func HeartbeatWhileRunning(ctx context.Context) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	return heartbeatWhileRunning(ctx, nil)
+}

@@ -6,8 +6,8 @@ import (
 	"compress/gzip"
 	"errors"
 	"fmt"
+	"github.com/sandbot/sandbot/session"
 	"io"
-	"strings"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -108,18 +108,4 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 func (l *limitWriter) over() bool { return l.refused }
 
 // FormatBytes writes a size for people: 512 B, 1.5 KiB, 4 GiB.
-func FormatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	v := float64(n) / float64(div)
-	s := fmt.Sprintf("%.1f", v)
-	s = strings.TrimSuffix(s, ".0")
-	return s + " " + "KMGTPE"[exp:exp+1] + "iB"
-}
+func FormatBytes(n int64) string { return session.FormatBytes(n) }

@@ -264,3 +264,19 @@ func (r *OpenPRRequest) auth() *Signature     { return &r.Auth }
 func (r *OpenPRRequest) signedFields() []string {
 	return append([]string{r.Title, r.ThreadURL}, userFields(r.User)...)
 }
+
+// FormatBytes writes a size for people in binary units ("1.5 MiB",
+// "200 MiB"): one definition for the worker's messages and the bot's.
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	s := strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/float64(div)), ".0")
+	return s + " " + "KMGTPE"[exp:exp+1] + "iB"
+}
