@@ -113,7 +113,6 @@ func checkpointsText(cps []session.Checkpoint) string {
 	return s + " — `/rewind N` or `/fork @N`"
 }
 
-
 // usageText is a Usage as "12,345 in · 678 out (3 calls)".
 func usageText(u session.Usage) string {
 	calls := "calls"
