@@ -296,6 +296,9 @@ func (c *Core) HandleAction(ctx context.Context, p Poster, a Action) error {
 			c.log.Warn("ephemeral reply failed", "action", a.ID, "err", err)
 		}
 	}
+	if a.ID == ActionStop {
+		return c.stopButton(ctx, p, a, reply)
+	}
 	decision, ok := actionDecisions[a.ID]
 	if !ok {
 		reply(fmt.Sprintf("This button (%q) is not one this bot knows.", a.ID))
@@ -345,5 +348,43 @@ func (c *Core) HandleAction(ctx context.Context, p Poster, a Action) error {
 	}
 	c.log.Info("approval decided", "workflow_id", id, "call_id", callID, "decision", decision, "user", a.User.ID)
 	c.nudge(ctx, p, loc)
+	return nil
+}
+
+// stopButton answers a running card's Stop button: what /stop does, for
+// anyone who may use the bot in the thread, answered privately (the card
+// itself turns into "Stopping…", then "Stopped by …").
+func (c *Core) stopButton(ctx context.Context, p Poster, a Action, reply func(string)) error {
+	id := a.Value
+	if id == "" {
+		if a.Thread == (Thread{}) {
+			reply("This button does not say which session it belongs to; use /stop in the thread.")
+			return nil
+		}
+		id = a.Thread.ID()
+	}
+	loc, err := session.ParseID(id)
+	if err != nil {
+		reply("This button names no session; use /stop in the thread.")
+		return nil
+	}
+	if a.Thread != (Thread{}) && a.Thread.ID() != id {
+		reply("This button belongs to another thread's session; use /stop there.")
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.LongCallTimeout)
+	defer cancel()
+	res, err := c.s.Stop(cctx, id, session.StopRequest{User: a.User})
+	if err != nil {
+		reply(UserMessage(err))
+		return c.internal(err, "stop button", id)
+	}
+	c.nudge(ctx, p, loc)
+	if !res.Stopped {
+		reply("No turn is running.")
+		return nil
+	}
+	c.log.Info("turn stopped", "workflow_id", id, "turn", res.Turn, "user", a.User.ID)
+	reply(fmt.Sprintf("Stopped turn %d.", res.Turn))
 	return nil
 }

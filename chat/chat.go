@@ -64,6 +64,10 @@ const (
 	ActionApprove       = "approve"
 	ActionApproveAlways = "approve_always"
 	ActionReject        = "reject"
+	// ActionStop is the Stop button of a running turn's card: what /stop
+	// does. Its value is the session's workflow ID (or empty, for the
+	// click's thread).
+	ActionStop = "stop"
 )
 
 // Poster is what the core needs from a platform to show a session.

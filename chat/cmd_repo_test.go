@@ -67,3 +67,33 @@ func TestMessagesNameRepositories(t *testing.T) {
 		t.Fatalf("a message in a channel with a default carried %+v", r)
 	}
 }
+
+// The Stop button of a running card stops the turn, for the thread it is
+// in only, and answers the clicker privately.
+func TestStopButton(t *testing.T) {
+	var stopped []string
+	f := &chattest.Sessions{StopFn: func(id string) (session.StopResponse, error) {
+		stopped = append(stopped, id)
+		return session.StopResponse{Stopped: true, Turn: 3}, nil
+	}}
+	c := newTestCore(t, f, newAutoClock(), nil)
+	var replies []string
+	act := chat.Action{ID: chat.ActionStop, Value: testThread.ID(), Thread: testThread, User: chat.User{ID: "U1"},
+		Reply: func(_ context.Context, text string) error { replies = append(replies, text); return nil }}
+	if err := c.HandleAction(context.Background(), &recPoster{}, act); err != nil {
+		t.Fatal(err)
+	}
+	if len(stopped) != 1 || stopped[0] != testThread.ID() || len(replies) != 1 || replies[0] != "Stopped turn 3." {
+		t.Fatalf("stopped %q, replies %q", stopped, replies)
+	}
+	// A button copied into another thread stops nothing.
+	other := testThread
+	other.Thread = "elsewhere"
+	act.Thread = other
+	if err := c.HandleAction(context.Background(), &recPoster{}, act); err != nil {
+		t.Fatal(err)
+	}
+	if len(stopped) != 1 || !strings.Contains(replies[1], "another thread") {
+		t.Fatalf("a Stop button from another thread: stopped %q, replies %q", stopped, replies)
+	}
+}

@@ -37,7 +37,7 @@ func statusCard(p Poster, id string, info session.Info, ts session.TurnState, ui
 	if ts.PendingBackend != "" && ts.PendingBackend != ts.Backend {
 		backend += " → " + ts.PendingBackend + " (next turn)"
 	}
-	state := string(ts.Status)
+	state := statusWord(ts.Status)
 	switch {
 	case ts.Destroyed:
 		state = "destroyed"
@@ -132,4 +132,18 @@ func thousands(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// statusWord says what a session is doing in words that mean it: a
+// session whose last turn completed is idle, not "complete".
+func statusWord(s session.TurnStatus) string {
+	switch s {
+	case session.StatusThinking:
+		return "working"
+	case session.StatusAwaitingApproval:
+		return "waiting for approval"
+	case session.StatusFailed:
+		return "idle (the last turn failed)"
+	}
+	return "idle"
 }

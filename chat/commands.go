@@ -23,6 +23,7 @@ const (
 	CmdDestroy  = "destroy"
 	CmdRewind   = "rewind"
 	CmdRepo     = "repo"
+	CmdTitle    = "title"
 	CmdDiff     = "diff"
 	CmdPR       = "pr"
 )
@@ -82,6 +83,7 @@ var commandTable = []command{
 	backendCommand,
 	forkCommand,
 	rewindCommand,
+	titleCommand,
 	repoCommand,
 	diffCommand,
 	prCommand,

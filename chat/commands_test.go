@@ -110,7 +110,7 @@ func TestHandleCommandStatus(t *testing.T) {
 			got[fl.Label] = fl.Value
 		}
 	}
-	want := map[string]string{"Backend": "docker → local (next turn)", "Turns": "4", "Status": "thinking", "Owner": "@ann", "Queued": "2"}
+	want := map[string]string{"Backend": "docker → local (next turn)", "Turns": "4", "Status": "working", "Owner": "@ann", "Queued": "2"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("fields = %v, want %v", got, want)
 	}

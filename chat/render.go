@@ -123,6 +123,9 @@ func renderTurn(ts session.TurnState, o RenderOptions, listed, outputs int, atta
 		add(Block{Kind: BlockContext, Text: fmt.Sprintf("+%d earlier tool %s", earlier, plural(earlier, "call", "calls"))})
 	}
 	for i, c := range shown {
+		if p := ts.Pending; p != nil && ts.Status == session.StatusAwaitingApproval && c.CallID == p.CallID {
+			continue // the approval below shows its commands, once
+		}
 		add(Block{Kind: BlockText, Text: callLine(c, o)})
 		if i >= len(shown)-outputs && c.Output != "" && c.Status != session.CallPending && c.Status != session.CallAwaitingApproval {
 			add(Block{Kind: BlockCode, Text: outputTail(c.Output, o.MaxOutputLines, o.MaxOutputChars)})
@@ -131,9 +134,9 @@ func renderTurn(ts session.TurnState, o RenderOptions, listed, outputs int, atta
 
 	if p := ts.Pending; p != nil && ts.Status == session.StatusAwaitingApproval {
 		add(Block{Kind: BlockDivider})
-		head := "✋ **Approval needed** to run this command"
+		head := "**Approval needed** before this runs"
 		if p.Reason != "" {
-			head += ": " + safetext.Line(p.Reason)
+			head += ": " + safetext.Line(p.Reason) + "."
 		}
 		add(Block{Kind: BlockText, Text: head})
 		cmds := pendingCommands(ts)
@@ -173,6 +176,13 @@ func renderTurn(ts session.TurnState, o RenderOptions, listed, outputs int, atta
 		}})
 	}
 
+	if ts.Status.Active() && !ts.Stopped && !ts.Destroyed {
+		value := o.WorkflowID
+		if o.MaxButtonValue > 0 && len(ActionStop)+1+len(value) > o.MaxButtonValue {
+			value = "" // the click's own thread names the session
+		}
+		add(Block{Kind: BlockActions, Buttons: []Button{{ID: ActionStop, Label: "Stop", Value: value}}})
+	}
 	if ts.Status == session.StatusFailed && ts.Error != "" {
 		add(Block{Kind: BlockText, Text: "❌ " + safetext.Text(ts.Error)})
 	}
@@ -191,7 +201,12 @@ func renderTurn(ts session.TurnState, o RenderOptions, listed, outputs int, atta
 // turnTitle is the card's header: the turn's state in a word or two.
 func turnTitle(ts session.TurnState) string {
 	switch {
+	case ts.Stopped && ts.Status.Active():
+		return "⏹️ Stopping…"
 	case ts.Stopped:
+		if by, ok := strings.CutPrefix(strings.TrimSuffix(ts.FinalText, "."), "Stopped by "); ok && by != "" {
+			return "⏹️ Stopped by " + safetext.Line(by)
+		}
 		return "⏹️ Stopped"
 	case ts.Status == session.StatusFailed:
 		return "❌ Failed"
@@ -238,7 +253,7 @@ func footer(ts session.TurnState) string {
 
 var callIcons = map[session.CallStatus]string{
 	session.CallPending:          "🕓",
-	session.CallAwaitingApproval: "✋",
+	session.CallAwaitingApproval: "⏸️",
 	session.CallRunning:          "⏳",
 	session.CallCompleted:        "✅",
 	session.CallRejected:         "🚫",

@@ -143,24 +143,37 @@ func TestRenderApprovalButtons(t *testing.T) {
 	for _, b := range card.Blocks {
 		buttons = append(buttons, b.Buttons...)
 	}
-	if len(buttons) != 3 {
+	if len(buttons) != 4 {
 		t.Fatalf("buttons = %+v", buttons)
 	}
-	for i, id := range []string{chat.ActionApprove, chat.ActionApproveAlways, chat.ActionReject} {
+	for i, id := range []string{chat.ActionApprove, chat.ActionApproveAlways, chat.ActionReject, chat.ActionStop} {
 		if buttons[i].ID != id {
 			t.Errorf("button %d is %q, want %q", i, buttons[i].ID, id)
+		}
+		if id == chat.ActionStop {
+			if buttons[i].Value != testThread.ID() {
+				t.Errorf("the Stop button's value is %q, want the workflow ID", buttons[i].Value)
+			}
+			continue
 		}
 		wid, call, err := chat.DecodeApproval(buttons[i].Value)
 		if err != nil || wid != testThread.ID() || call != "call_c" {
 			t.Errorf("button %d value decodes to (%q, %q, %v)", i, wid, call, err)
 		}
 	}
-	// Once decided, the buttons are gone.
+	// Once decided, the approval buttons are gone; Stop stays while the
+	// turn runs, and goes when it ends.
 	ts.Status = session.StatusThinking
 	ts.Pending = nil
 	for _, b := range chat.RenderTurn(ts, chat.RenderOptions{}).Blocks {
+		if b.Kind == chat.BlockActions && (len(b.Buttons) != 1 || b.Buttons[0].ID != chat.ActionStop) {
+			t.Errorf("decided approval still has buttons: %+v", b.Buttons)
+		}
+	}
+	ts.Status = session.StatusComplete
+	for _, b := range chat.RenderTurn(ts, chat.RenderOptions{}).Blocks {
 		if b.Kind == chat.BlockActions {
-			t.Error("decided approval still has buttons")
+			t.Errorf("a finished turn has buttons: %+v", b.Buttons)
 		}
 	}
 }

@@ -42,6 +42,8 @@ type Sessions interface {
 	// OpenPR returns once the workspace was pushed and its pull request
 	// opened or updated.
 	OpenPR(ctx context.Context, id string, req session.OpenPRRequest) (session.OpenPRResponse, error)
+	// SetTitle renames the session.
+	SetTitle(ctx context.Context, id string, req session.SetTitleRequest) (session.SetTitleResponse, error)
 	// Destroy returns after the sandbox and snapshots are removed.
 	Destroy(ctx context.Context, id string, req session.DestroyRequest) (session.DestroyResponse, error)
 	SetBackend(ctx context.Context, id string, req session.SetBackendRequest) (session.SetBackendResponse, error)

@@ -171,6 +171,13 @@ func (t *TemporalSessions) Rewind(ctx context.Context, id string, req session.Re
 	return r, err
 }
 
+// SetTitle implements Sessions.
+func (t *TemporalSessions) SetTitle(ctx context.Context, id string, req session.SetTitleRequest) (session.SetTitleResponse, error) {
+	var r session.SetTitleResponse
+	err := t.update(ctx, id, session.UpdateSetTitle, &req, &r)
+	return r, err
+}
+
 // SetRepo implements Sessions.
 func (t *TemporalSessions) SetRepo(ctx context.Context, id string, req session.SetRepoRequest) (session.SetRepoResponse, error) {
 	var r session.SetRepoResponse

@@ -272,7 +272,7 @@ func (w *watcher) follow(ctx context.Context, want int) (last int, ok bool) {
 			lastGood = clock.Now()
 			if v != nil && ts.Turn > v.turn {
 				// The turn ended between two polls and the next one began.
-				w.missed(ctx, v)
+				w.missed(ctx, v, ts)
 				return v.turn, true
 			}
 			if v == nil && ts.Turn > want {

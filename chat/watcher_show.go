@@ -211,6 +211,15 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 		return
 	}
 	text := finalText(ts)
+	if ts.Stopped && v.ref == "" {
+		text = safetext.Text(ts.FinalText) // no card says it
+	}
+	if text == "" && ts.Stopped && v.ref != "" && w.claim(ctx, ts.Turn) {
+		// Nothing to post, but the session must know its answer is out
+		// (the card), or bots would keep looking for one to post.
+		w.record(ctx, ts.Turn, "final", v.ref)
+		return
+	}
 	if text == "" || !w.claim(ctx, ts.Turn) || !w.limit(ctx) {
 		return
 	}
@@ -247,6 +256,10 @@ func (w *watcher) claim(ctx context.Context, turn int) bool {
 // able to clear a terminal or restyle a message).
 func finalText(ts session.TurnState) string {
 	switch {
+	case ts.Stopped:
+		// The card says who stopped it, and /stop answered: a third
+		// message would only repeat them.
+		return ""
 	case ts.FinalText != "":
 		return safetext.Text(ts.FinalText)
 	case ts.Status == session.StatusFailed && ts.Error != "":
@@ -260,10 +273,24 @@ func finalText(ts session.TurnState) string {
 // missed finalizes a turn that ended between two polls (the next turn has
 // already started): its card gets a last edit from the last state seen,
 // and its answer comes from the transcript.
-func (w *watcher) missed(ctx context.Context, v *view) {
+func (w *watcher) missed(ctx context.Context, v *view, next session.TurnState) {
 	st := v.last
 	st.Status = session.StatusComplete
+	if p := next.Previous; p != nil && p.Turn == v.turn {
+		// How it really ended: stopped or failed turns must not show as
+		// done.
+		st.Status, st.Stopped, st.Error, st.FinalText = p.Status, p.Stopped, p.Error, p.FinalText
+	}
 	st.Pending = nil
+	if st.Stopped || st.Status == session.StatusFailed {
+		// A call still running or waiting when last seen never finished.
+		for i := range st.ToolCalls {
+			switch c := &st.ToolCalls[i]; c.Status {
+			case session.CallPending, session.CallAwaitingApproval, session.CallRunning:
+				c.Status = session.CallFailed
+			}
+		}
+	}
 	st.Notices = append(append([]string(nil), st.Notices...), "This turn ended between two updates; /history shows everything it did.")
 	if v.ref != "" {
 		card := RenderTurn(st, w.renderOptions())

@@ -293,7 +293,15 @@ func (e *discordEnv) statusRef(th chat.Thread, turn int) string {
 // for a pending call and returns its custom_ids by action.
 func (e *discordEnv) approvalCard(ref string) map[string]string {
 	e.t.Helper()
-	m := e.waitCard(ref, "approval buttons", func(m fakediscord.Message) bool { return len(m.CustomIDs()) == 3 })
+	m := e.waitCard(ref, "approval buttons", func(m fakediscord.Message) bool {
+		n := 0
+		for _, id := range m.CustomIDs() {
+			if a, _, _ := discord.ParseCustomID(id); a == chat.ActionApprove || a == chat.ActionApproveAlways || a == chat.ActionReject {
+				n++
+			}
+		}
+		return n == 3
+	})
 	ids := map[string]string{}
 	for _, id := range m.CustomIDs() {
 		action, _, err := discord.ParseCustomID(id)
@@ -418,4 +426,16 @@ func (e *discordEnv) pinged(content string) []string {
 	}
 	e.t.Fatalf("no message with content %q was sent", content)
 	return nil
+}
+
+// approvalIDs are the approval buttons' custom_ids among ids (a running
+// turn's card also has Stop).
+func approvalIDs(ids []string) []string {
+	var out []string
+	for _, id := range ids {
+		if a, _, _ := discord.ParseCustomID(id); a == chat.ActionApprove || a == chat.ActionApproveAlways || a == chat.ActionReject {
+			out = append(out, id)
+		}
+	}
+	return out
 }

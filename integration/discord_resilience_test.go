@@ -172,7 +172,7 @@ func TestDiscordRestartMidTurn(t *testing.T) {
 	// renders it onto the message the old one posted.
 	e.wait("the new bot edits the old status message", func() bool {
 		for _, ed := range e.f.Edits() {
-			if ed.MessageID == ref && ed.At.After(restarted) && len(ed.CustomIDs()) == 3 {
+			if ed.MessageID == ref && ed.At.After(restarted) && len(approvalIDs(ed.CustomIDs())) == 3 {
 				return true
 			}
 		}
@@ -180,7 +180,7 @@ func TestDiscordRestartMidTurn(t *testing.T) {
 	})
 	e.click(ref, discordAlice, buttons[chat.ActionApprove])
 	e.waitCard(ref, "decision on the same message", func(m fakediscord.Message) bool {
-		return discordHasLine(m.EmbedText(), "approved by "+discordMention(discordAlice)) && len(m.CustomIDs()) == 0
+		return discordHasLine(m.EmbedText(), "approved by "+discordMention(discordAlice)) && len(approvalIDs(m.CustomIDs())) == 0
 	})
 	end := e.waitDone(th, 1)
 	answer := e.waitAnswer(th, "Done across a restart.")

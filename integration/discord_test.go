@@ -61,7 +61,7 @@ func TestDiscordMentionRunsTurnWithApproval(t *testing.T) {
 		t.Fatalf("Approve was answered with callback type %d, want a deferred update (6)", in.ResponseType)
 	}
 	e.waitCard(ref, "decision shown on the status message", func(m fakediscord.Message) bool {
-		return discordHasLine(m.EmbedText(), "approved by "+discordMention(discordAlice)) && len(m.CustomIDs()) == 0
+		return discordHasLine(m.EmbedText(), "approved by "+discordMention(discordAlice)) && len(approvalIDs(m.CustomIDs())) == 0
 	})
 
 	end := e.waitDone(th, 1)
@@ -124,7 +124,7 @@ func TestDiscordSlashCommandsInThread(t *testing.T) {
 		t.Fatalf("/status: callback %d, ephemeral %v; want a private deferred answer", in.ResponseType, status.Ephemeral())
 	}
 	text := status.EmbedText()
-	for _, want := range []string{"**Backend:** local", "**Turns:** 1", "**Status:** awaiting_approval", e.s.cfg.Temporal.WebURL + "/namespaces/", discordMention(discordAlice)} {
+	for _, want := range []string{"**Backend:** local", "**Turns:** 1", "**Status:** waiting for approval", e.s.cfg.Temporal.WebURL + "/namespaces/", discordMention(discordAlice)} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("/status answer lacks %q:\n%s", want, text)
 		}
@@ -151,7 +151,7 @@ func TestDiscordSlashCommandsInThread(t *testing.T) {
 		t.Fatalf("/stop answer = %q (ephemeral %v)", answer.Content, answer.Ephemeral())
 	}
 	e.waitCard(ref, "stopped card", func(m fakediscord.Message) bool {
-		return m.Content == "⏹️ Stopped" && len(m.CustomIDs()) == 0
+		return strings.HasPrefix(m.Content, "⏹️ Stopped by ") && len(m.CustomIDs()) == 0
 	})
 	if _, ok := workspaceFile(t, e.s, th, "should-not-exist"); ok {
 		t.Fatal("the command of the stopped turn ran")
@@ -227,7 +227,7 @@ func TestDiscordUnauthorizedButton(t *testing.T) {
 	if ts.Pending == nil || ts.Pending.CallID != "c1" || ts.ToolCalls[0].Decision != nil {
 		t.Fatalf("an unauthorized click changed the approval: %s", dump(ts))
 	}
-	if now, _ := e.f.Message(ref); len(now.CustomIDs()) != 3 || now.EmbedText() != before.EmbedText() {
+	if now, _ := e.f.Message(ref); len(approvalIDs(now.CustomIDs())) != 3 || now.EmbedText() != before.EmbedText() {
 		t.Fatalf("the status card changed after refused clicks:\n%s", now.EmbedText())
 	}
 	if _, ok := workspaceFile(t, e.s, th, "deploy.txt"); ok {
@@ -276,7 +276,7 @@ func TestDiscordModalReject(t *testing.T) {
 	}
 	e.waitCard(ref, "rejection shown", func(m fakediscord.Message) bool {
 		return discordHasLine(m.EmbedText(), "🚫", "rm -rf src; touch rejected-ran") &&
-			discordHasLine(m.EmbedText(), "rejected by "+discordMention(discordAlice)+": "+reason) && len(m.CustomIDs()) == 0
+			discordHasLine(m.EmbedText(), "rejected by "+discordMention(discordAlice)+": "+reason) && len(approvalIDs(m.CustomIDs())) == 0
 	})
 	end := e.waitDone(th, 1)
 	c := end.ToolCalls[0]

@@ -67,8 +67,8 @@ func TestSessionsList(t *testing.T) {
 
 	r := e.command(a1, "/sessions")
 	for _, want := range []string{
-		"`alice-1` **first task**: local, 1 turn, complete, owner @alice (this thread)",
-		"`alice-2` **second task**: local, 1 turn, complete, owner @alice",
+		"`alice-1` **first task**: local, 1 turn, idle, owner @alice (this thread)",
+		"`alice-2` **second task**: local, 1 turn, idle, owner @alice",
 		"`alice-1-fork-1` **alice's fork**: local, 0 turns, idle, owner @alice",
 	} {
 		if !strings.Contains(r, want) {

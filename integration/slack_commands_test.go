@@ -35,7 +35,7 @@ func TestSlackCommandsInThread(t *testing.T) {
 	status := e.waitBotText(th, "the /status answer", []string{ref}, "Backend")
 	text := messageText(status)
 	ui := chat.UIURL(e.s.cfg.Temporal.WebURL, e.s.cfg.Temporal.Namespace, th.ID())
-	for _, want := range []string{"*Backend*\nlocal", "*Turns*\n1", "*Status*\nawaiting_approval", "*Owner*\n" + slackMention(slackAlice),
+	for _, want := range []string{"*Backend*\nlocal", "*Turns*\n1", "*Status*\nwaiting for approval", "*Owner*\n" + slackMention(slackAlice),
 		"<" + ui + "|Open in the Temporal UI>", "Workflow `" + th.ID() + "`"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("/status answer lacks %q:\n%s", want, text)

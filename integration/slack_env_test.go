@@ -368,7 +368,15 @@ func (e *slackEnv) waitDone(th chat.Thread, n int) session.TurnState {
 // buttons and returns them by chat action ID.
 func (e *slackEnv) approvalButtons(ref string) map[string]fakeslack.Button {
 	e.t.Helper()
-	m := e.waitMessage(ref, "approval buttons on "+ref, func(m fakeslack.Message) bool { return len(shownButtons(m)) == 3 })
+	m := e.waitMessage(ref, "approval buttons on "+ref, func(m fakeslack.Message) bool {
+		n := 0
+		for _, b := range shownButtons(m) {
+			if id := slack.ActionIDOf(b.ActionID); id == chat.ActionApprove || id == chat.ActionApproveAlways || id == chat.ActionReject {
+				n++
+			}
+		}
+		return n == 3
+	})
 	out := map[string]fakeslack.Button{}
 	for _, b := range shownButtons(m) {
 		out[slack.ActionIDOf(b.ActionID)] = b

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/slack"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 )
 
@@ -219,4 +220,16 @@ func (e *slackEnv) checkCalls(allowed ...string) {
 			e.t.Errorf("Slack refused %s: HTTP %d %q: %s", c.Method, c.Status, c.Error, c.Response)
 		}
 	}
+}
+
+// approvalShown are the approval buttons among a message's buttons (a
+// running turn's card also has Stop).
+func approvalShown(m fakeslack.Message) []fakeslack.Button {
+	var out []fakeslack.Button
+	for _, b := range shownButtons(m) {
+		if id := slack.ActionIDOf(b.ActionID); id == chat.ActionApprove || id == chat.ActionApproveAlways || id == chat.ActionReject {
+			out = append(out, b)
+		}
+	}
+	return out
 }

@@ -180,7 +180,7 @@ func TestSlackRateLimitedUpdateIsRetried(t *testing.T) {
 	buttons := e.approvalButtons(ref)
 	e.click(ref, slackAlice, buttons[chat.ActionApprove], nil)
 	e.waitMessage(ref, "the approved command running", func(m fakeslack.Message) bool {
-		return hasLine(messageText(m), "⏳", "limited.txt") && len(shownButtons(m)) == 0
+		return hasLine(messageText(m), "⏳", "limited.txt") && len(approvalShown(m)) == 0
 	})
 
 	// The next chat.update (the one that shows the command's end) is
@@ -319,7 +319,7 @@ func TestSlackRestartMidTurn(t *testing.T) {
 	// The old button's data, as the old bot posted it.
 	e.click(ref, slackAlice, old, &old.Value)
 	e.waitMessage(ref, "the decision on the same message", func(m fakeslack.Message) bool {
-		return strings.Contains(messageText(m), "approved by "+slackMention(slackAlice)) && len(shownButtons(m)) == 0
+		return strings.Contains(messageText(m), "approved by "+slackMention(slackAlice)) && len(approvalShown(m)) == 0
 	})
 	end := e.waitDone(th, 1)
 	e.waitMessage(ref, "the final status", func(m fakeslack.Message) bool { return hasLine(messageText(m), "✅ Done") })

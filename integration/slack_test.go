@@ -79,7 +79,7 @@ func TestSlackMentionRunsTurnWithApproval(t *testing.T) {
 	e.click(ref, slackAlice, buttons[chat.ActionApprove], nil)
 	e.waitMessage(ref, "the running command and who approved it", func(m fakeslack.Message) bool {
 		text := messageText(m)
-		return hasLine(text, "⏳", "hello.txt") && strings.Contains(text, "approved by "+slackMention(slackAlice)) && len(shownButtons(m)) == 0
+		return hasLine(text, "⏳", "hello.txt") && strings.Contains(text, "approved by "+slackMention(slackAlice)) && len(approvalShown(m)) == 0
 	})
 	e.release(t)
 
@@ -151,7 +151,7 @@ func TestSlackRejectWithReason(t *testing.T) {
 	if ts := e.state(th); ts.Pending == nil || ts.Pending.CallID != "c1" || ts.ToolCalls[0].Decision != nil {
 		t.Fatalf("opening the modal changed the approval: %s", dump(ts))
 	}
-	if m := e.message(ref); len(shownButtons(m)) != 3 {
+	if m := e.message(ref); len(approvalShown(m)) != 3 {
 		t.Fatalf("the buttons went away before the modal was submitted: %+v", shownButtons(m))
 	}
 
@@ -165,7 +165,7 @@ func TestSlackRejectWithReason(t *testing.T) {
 	e.waitMessage(ref, "the rejection on the status message", func(m fakeslack.Message) bool {
 		text := messageText(m)
 		return hasLine(text, "🚫", "rm -rf src; touch rejected-ran") &&
-			hasLine(text, "rejected by "+slackMention(slackAlice)+": "+reason) && len(shownButtons(m)) == 0
+			hasLine(text, "rejected by "+slackMention(slackAlice)+": "+reason) && len(approvalShown(m)) == 0
 	})
 	end := e.waitDone(th, 1)
 	c := end.ToolCalls[0]
@@ -255,7 +255,7 @@ func TestSlackUnauthorizedClick(t *testing.T) {
 	if ts.Status != session.StatusAwaitingApproval || ts.Pending == nil || ts.Pending.CallID != "c1" || ts.ToolCalls[0].Decision != nil {
 		t.Fatalf("a refused click changed the approval: %s", dump(ts))
 	}
-	if now := e.message(ref); now.RawBlocks != before.RawBlocks || now.Updates != before.Updates || len(shownButtons(now)) != 3 {
+	if now := e.message(ref); now.RawBlocks != before.RawBlocks || now.Updates != before.Updates || len(approvalShown(now)) != 3 {
 		t.Fatalf("the status message changed after refused clicks:\n%s", messageText(now))
 	}
 	if got := e.botTS(th); !slices.Equal(got, []string{ref}) {
@@ -268,7 +268,7 @@ func TestSlackUnauthorizedClick(t *testing.T) {
 	// dave is a configured approver: his click counts.
 	e.click(ref, slackDave, buttons[chat.ActionApprove], nil)
 	e.waitMessage(ref, "approved by dave", func(m fakeslack.Message) bool {
-		return strings.Contains(messageText(m), "approved by "+slackMention(slackDave)) && len(shownButtons(m)) == 0
+		return strings.Contains(messageText(m), "approved by "+slackMention(slackDave)) && len(approvalShown(m)) == 0
 	})
 	end := e.waitDone(th, 1)
 	if ans := e.message(end.FinalRef); ans.Text != "Deployed." {

@@ -40,6 +40,7 @@ const (
 	UpdateClaimFinal  = "claim_final"
 	UpdateClaimWatch  = "claim_watch"
 	UpdateRewind      = "rewind"
+	UpdateSetTitle    = "set_title"
 
 	QueryTurnState = "turn_state"
 	QueryHistory   = "history"
@@ -374,4 +375,22 @@ type Checkpoint struct {
 	// did not say, or it was empty).
 	Files int   `json:"files,omitempty"`
 	Bytes int64 `json:"bytes,omitempty"`
+}
+
+// MaxTitleRunes bounds a session's title (/title): Discord thread names
+// take 100 characters.
+const MaxTitleRunes = 100
+
+// SetTitleRequest is the input of UpdateSetTitle (/title TEXT).
+type SetTitleRequest struct {
+	Title string `json:"title"`
+	User  User   `json:"user"`
+	// Auth is the bot's signature (see Signature).
+	Auth Signature `json:"auth,omitzero"`
+}
+
+// SetTitleResponse is the title before and after.
+type SetTitleResponse struct {
+	From string `json:"from,omitempty"`
+	To   string `json:"to"`
 }

@@ -190,10 +190,17 @@ func SignedRequest(req any) (Signed, bool) {
 		return &r, true
 	case SetRepoRequest:
 		return &r, true
+	case SetTitleRequest:
+		return &r, true
 	case DiffRequest:
 		return &r, true
 	case OpenPRRequest:
 		return &r, true
 	}
 	return nil, false
+}
+
+func (r *SetTitleRequest) auth() *Signature { return &r.Auth }
+func (r *SetTitleRequest) signedFields() []string {
+	return append([]string{r.Title}, userFields(r.User)...)
 }

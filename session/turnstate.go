@@ -126,6 +126,18 @@ type TurnState struct {
 	// not posted yet: a bot must still post it. Only sessions run by
 	// builds that keep the watch lease set it.
 	AwaitingPost bool `json:"awaiting_post,omitempty"`
+	// Previous is how the turn before this one ended, for a bot that saw
+	// it running but not ending (it ended between two polls).
+	Previous *TurnEnd `json:"previous,omitempty"`
+}
+
+// TurnEnd is how a turn ended.
+type TurnEnd struct {
+	Turn      int        `json:"turn"`
+	Status    TurnStatus `json:"status"`
+	Stopped   bool       `json:"stopped,omitempty"`
+	Error     string     `json:"error,omitempty"`
+	FinalText string     `json:"final_text,omitempty"`
 }
 
 // HistoryRequest is the (optional) argument of QueryHistory.

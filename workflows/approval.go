@@ -23,11 +23,11 @@ func (s *sessionRun) approval(ctx workflow.Context, callID string, commands []st
 	s.decision = nil
 	s.st.Last.Pending = &session.PendingApproval{
 		CallID: callID, Command: command,
-		Reason:  fmt.Sprintf("approval policy %q: not a read-only command", s.st.Settings.ApprovalMode),
+		Reason:  "only read-only commands run without asking, and this one may change something",
 		AskedAt: now, ExpiresAt: now.Add(timeout),
 	}
 	if s.st.Settings.ApprovalMode == session.ApproveAlways {
-		s.st.Last.Pending.Reason = `approval policy "always": every command needs approval`
+		s.st.Last.Pending.Reason = "this session asks before every command"
 	}
 	s.st.Last.Status = session.StatusAwaitingApproval
 	if c := s.call(callID); c != nil {

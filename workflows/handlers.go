@@ -55,6 +55,7 @@ func (s *sessionRun) register(ctx workflow.Context) error {
 		{session.UpdateClaimWatch, s.onClaimWatch, s.validateClaimWatch},
 		{session.UpdateRewind, s.onRewind, s.validateRewind},
 		{session.UpdateSetRepo, s.onSetRepo, s.validateSetRepo},
+		{session.UpdateSetTitle, s.onSetTitle, s.validateSetTitle},
 		{session.UpdateDiff, s.onDiff, s.validateDiff},
 		{session.UpdateOpenPR, s.onOpenPR, s.validateOpenPR},
 	}
@@ -162,6 +163,11 @@ func (s *sessionRun) onStop(ctx workflow.Context, req session.StopRequest) (sess
 	u := req.User
 	s.stopBy = &u
 	turn := s.st.Turn
+	// Shown at once ("Stopping…"), before the cancellation has reached
+	// the running command; the turn's end confirms it.
+	s.st.Last.Stopped = true
+	s.st.Last.FinalText = fmt.Sprintf("Stopped by %s.", displayName(u))
+	s.touch()
 	s.cancelTurn()
 	err := workflow.Await(ctx, func() bool { return !s.turnActive || s.st.Turn != turn })
 	return session.StopResponse{Stopped: true, Turn: turn}, err
@@ -321,4 +327,31 @@ func (s *sessionRun) onClaimFinal(ctx workflow.Context, req session.ClaimFinalRe
 	}
 	last.FinalClaim, last.FinalClaimAt = req.Claimer, now
 	return session.ClaimFinalResponse{Granted: true}, nil
+}
+
+func (s *sessionRun) validateSetTitle(ctx workflow.Context, req session.SetTitleRequest) error {
+	if err := s.validateAlive(ctx, nil); err != nil {
+		return err
+	}
+	if !s.st.mayApprove(req.User) {
+		return fmt.Errorf("%s may not rename this session: only its owner (%s) and configured approvers may", displayName(req.User), displayName(s.st.Owner))
+	}
+	t := strings.TrimSpace(req.Title)
+	switch n := len([]rune(t)); {
+	case n == 0:
+		return errors.New("/title needs the new title, such as /title Fix the flaky test")
+	case n > session.MaxTitleRunes:
+		return fmt.Errorf("the title is %d characters; keep it to %d", n, session.MaxTitleRunes)
+	case strings.ContainsAny(t, "\n\r"):
+		return errors.New("a title is one line")
+	}
+	return nil
+}
+
+// onSetTitle renames the session (state only: nothing is scheduled).
+func (s *sessionRun) onSetTitle(ctx workflow.Context, req session.SetTitleRequest) (session.SetTitleResponse, error) {
+	from := s.st.Title
+	s.st.Title = strings.TrimSpace(req.Title)
+	s.touch()
+	return session.SetTitleResponse{From: from, To: s.st.Title}, nil
 }

@@ -25,7 +25,11 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 	s.st.Queue = nil
 	s.st.Turn++
 	now := workflow.Now(ctx)
-	s.st.Last = session.TurnState{Turn: s.st.Turn, Status: session.StatusThinking, Backend: s.st.Backend, StartedAt: now}
+	var prev *session.TurnEnd
+	if l := s.st.Last; l.Turn > 0 {
+		prev = &session.TurnEnd{Turn: l.Turn, Status: l.Status, Stopped: l.Stopped, Error: l.Error, FinalText: l.FinalText}
+	}
+	s.st.Last = session.TurnState{Turn: s.st.Turn, Status: session.StatusThinking, Backend: s.st.Backend, StartedAt: now, Previous: prev}
 	multi := len(batch) > 1
 	for _, m := range batch {
 		s.st.remember(m.EventID, s.st.Turn)
@@ -389,8 +393,11 @@ func rejectionText(d session.DecisionRecord) string {
 		return "The command was not run: nobody approved it before the approval request expired. Do not retry it unless the user asks."
 	}
 	msg := fmt.Sprintf("The command was not run: %s rejected it.", displayName(d.User))
-	if d.Reason != "" {
-		msg += " Reason: " + d.Reason
+	if r := strings.TrimSpace(d.Reason); r != "" {
+		msg += " Reason: " + r
+		if !strings.ContainsAny(r[len(r)-1:], ".!?") {
+			msg += "."
+		}
 	}
 	return msg + " Adjust your approach accordingly."
 }

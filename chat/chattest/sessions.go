@@ -330,6 +330,12 @@ func (f *Sessions) Rewind(_ context.Context, id string, req session.RewindReques
 	return session.RewindResponse{Turn: req.Turn, Undone: f.Get(id).Turn - req.Turn}, nil
 }
 
+// SetTitle implements chat.Sessions.
+func (f *Sessions) SetTitle(_ context.Context, id string, req session.SetTitleRequest) (session.SetTitleResponse, error) {
+	f.record("set_title " + req.Title)
+	return session.SetTitleResponse{To: req.Title}, nil
+}
+
 // SetRepo implements chat.Sessions.
 func (f *Sessions) SetRepo(_ context.Context, id string, req session.SetRepoRequest) (session.SetRepoResponse, error) {
 	f.record("set_repo " + req.Repo.URL)

@@ -1,0 +1,89 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/discord"
+	"github.com/sandbot/sandbot/chat/slack"
+	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
+	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
+	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
+)
+
+// A running turn's card has a Stop button that does what /stop does: the
+// turn stops, the card says who stopped it, the clicker is answered
+// privately, and nothing else is posted in the thread.
+func TestSlackStopButton(t *testing.T) {
+	e := newSlackEnv(t, slackOptions{})
+	e.s.model.Push(fakeopenai.ToolCallStep("c1", "shell", shell("touch should-not-exist")))
+	th, _ := e.mention(slackAlice, "make a file")
+	ref := e.statusRef(th, 1)
+	e.approvalButtons(ref)
+	var stop *string
+	var button = shownButtons(e.message(ref))
+	for i, b := range button {
+		if slack.ActionIDOf(b.ActionID) == chat.ActionStop {
+			stop = &button[i].Value
+			e.click(ref, slackBob, button[i], nil)
+		}
+	}
+	if stop == nil {
+		t.Fatalf("the running card has no Stop button: %+v", button)
+	}
+	end := e.waitTurn(th, "the stopped turn", done)
+	if !end.Stopped {
+		t.Fatalf("after Stop: %s", dump(end))
+	}
+	e.waitMessage(ref, "the stopped card", func(m fakeslack.Message) bool {
+		return hasLine(messageText(m), "⏹️ Stopped by") && len(shownButtons(m)) == 0
+	})
+	e.wait("the private answer", func(s fakeslack.Snapshot) bool {
+		for _, c := range ephemerals(s, slackBob) {
+			if strings.Contains(c.Form.Get("text"), "Stopped turn 1.") {
+				return true
+			}
+		}
+		return false
+	})
+	for _, m := range e.f.Snapshot().BotMessages(th.Channel, th.Thread) {
+		if m.TS != ref && strings.Contains(messageText(m), "Stopped") {
+			t.Fatalf("a public message repeats the stop: %q", messageText(m))
+		}
+	}
+	if _, ok := workspaceFile(t, e.s, th, "should-not-exist"); ok {
+		t.Fatal("the command of the stopped turn ran")
+	}
+}
+
+func TestDiscordStopButton(t *testing.T) {
+	e := newDiscordEnv(t, discordOptions{})
+	e.s.model.Push(fakeopenai.ToolCallStep("c1", "shell", shell("touch should-not-exist")))
+	th := e.mention(discordAlice, "make a file")
+	ref := e.statusRef(th, 1)
+	e.approvalCard(ref)
+	m, _ := e.f.Message(ref)
+	var stop string
+	for _, id := range m.CustomIDs() {
+		if a, _, _ := discord.ParseCustomID(id); a == chat.ActionStop {
+			stop = id
+		}
+	}
+	if stop == "" {
+		t.Fatalf("the running card has no Stop button: %q", m.CustomIDs())
+	}
+	e.click(ref, discordBob, stop)
+	end := e.waitTurn(th, "the stopped turn", done)
+	if !end.Stopped {
+		t.Fatalf("after Stop: %s", dump(end))
+	}
+	e.waitCard(ref, "the stopped card", func(m fakediscord.Message) bool {
+		return strings.HasPrefix(m.Content, "⏹️ Stopped by ") && len(m.CustomIDs()) == 0
+	})
+	for _, m := range e.botMessages(th.Thread) {
+		if m.ID != ref && strings.Contains(m.Content+m.EmbedText(), "Stopped") {
+			t.Fatalf("a public message repeats the stop: %q", m.Content)
+		}
+	}
+}
