@@ -26,13 +26,13 @@ func (c *Core) runStatus(ctx context.Context, r request) (Reply, error) {
 	if err != nil {
 		return c.failed("status", r, err)
 	}
-	card := statusCard(r.p, r.id, info, ts, UIURL(c.cfg.TemporalUIBase, c.cfg.Namespace, r.id))
+	card := statusCard(r.p, r.id, info, ts, UIURL(c.cfg.TemporalUIBase, c.cfg.Namespace, r.id), c.cfg.Prices)
 	return Reply{Card: &card, Ephemeral: true}, nil
 }
 
 // statusCard shows session id: its fields, a Temporal UI link (uiURL, if
 // any) and the workflow ID.
-func statusCard(p Poster, id string, info session.Info, ts session.TurnState, uiURL string) Card {
+func statusCard(p Poster, id string, info session.Info, ts session.TurnState, uiURL string, prices session.Prices) Card {
 	backend := ts.Backend
 	if ts.PendingBackend != "" && ts.PendingBackend != ts.Backend {
 		backend += " → " + ts.PendingBackend + " (next turn)"
@@ -65,6 +65,9 @@ func statusCard(p Poster, id string, info session.Info, ts session.TurnState, ui
 	}
 	if u := info.Usage; u.Calls > 0 {
 		v := usageText(u)
+		if cost, ok := u.Cost(prices); ok {
+			v += ", " + costText(cost)
+		}
 		if l := ts.Usage; l.Calls > 0 && l != u {
 			v += "; last turn " + usageText(l)
 		}

@@ -67,6 +67,8 @@ type CoreConfig struct {
 	WatchLease time.Duration
 	// Repos is how messages name repositories (see RepoConfig).
 	Repos RepoConfig
+	// Prices show what turns and sessions cost (zero: tokens only).
+	Prices session.Prices
 	// ScanEvery is how often the core looks for sessions that need a bot
 	// and have none (a turn running or an answer unposted, with no live
 	// watch lease) once Resume was called; default session.WatchLease/3.
@@ -155,6 +157,7 @@ func (c *Core) watchConfig(platform string) watchConfig {
 		Budget:        c.budget(platform),
 		Approvers:     c.cfg.Start.Settings.Approvers,
 		ApproverRoles: c.cfg.Start.Settings.ApproverRoles,
+		Prices:        c.cfg.Prices,
 	}
 }
 

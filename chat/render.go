@@ -45,6 +45,9 @@ type RenderOptions struct {
 	// MeasureCode is the platform's length of text inside a code block,
 	// after its own escaping (runes if nil).
 	MeasureCode func(string) int
+	// Prices turn the turn's tokens into a cost in the footer (zero:
+	// tokens only).
+	Prices session.Prices
 }
 
 func (o RenderOptions) withDefaults() RenderOptions {
@@ -194,7 +197,7 @@ func renderTurn(ts session.TurnState, o RenderOptions, listed, outputs int, atta
 		}
 		add(Block{Kind: BlockContext, Text: strings.Join(lines, "\n")})
 	}
-	add(Block{Kind: BlockContext, Text: footer(ts)})
+	add(Block{Kind: BlockContext, Text: footer(ts, o.Prices)})
 	return card
 }
 
@@ -227,7 +230,7 @@ func turnTitle(ts session.TurnState) string {
 	return "💤 Idle"
 }
 
-func footer(ts session.TurnState) string {
+func footer(ts session.TurnState, prices session.Prices) string {
 	parts := []string{fmt.Sprintf("Turn %d", ts.Turn)}
 	if ts.Backend != "" {
 		b := ts.Backend
@@ -241,6 +244,9 @@ func footer(ts session.TurnState) string {
 	}
 	if !ts.StartedAt.IsZero() && !ts.EndedAt.IsZero() {
 		parts = append(parts, fmtDuration(ts.EndedAt.Sub(ts.StartedAt)))
+	}
+	if u := ts.Usage; u.Calls > 0 {
+		parts = append(parts, tokensText(u, prices))
 	}
 	if ts.Queued > 0 {
 		parts = append(parts, fmt.Sprintf("%d %s queued for the next turn", ts.Queued, plural(ts.Queued, "message", "messages")))
@@ -486,4 +492,21 @@ func clampCard(c Card, limit int) Card {
 		c.Blocks[longest].Text = truncate(string(r), max(20, len(r)-(cardLen(c)-limit)))
 	}
 	return c
+}
+
+// tokensText is "12,345 tokens" or, with prices, "12,345 tokens ($0.04)".
+func tokensText(u session.Usage, prices session.Prices) string {
+	s := thousands(u.Total()) + " tokens"
+	if cost, ok := u.Cost(prices); ok {
+		s += " (" + costText(cost) + ")"
+	}
+	return s
+}
+
+// costText writes USD with the precision small amounts need.
+func costText(usd float64) string {
+	if usd < 0.01 {
+		return fmt.Sprintf("$%.4f", usd)
+	}
+	return fmt.Sprintf("$%.2f", usd)
 }

@@ -37,6 +37,8 @@ type turnFeed interface {
 
 // watchConfig is what a watcher takes from the core's configuration.
 type watchConfig struct {
+	// Prices turn tokens into cost on cards (see CoreConfig).
+	Prices session.Prices
 	// PollMin and PollMax bound the polling interval (see CoreConfig).
 	PollMin, PollMax time.Duration
 	// CallTimeout bounds each call on the session.

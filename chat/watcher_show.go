@@ -61,6 +61,7 @@ func (w *watcher) renderOptions() RenderOptions {
 		Approvers:        w.approvers,
 		MaxApprovalChars: w.cfg.Budget.MaxApprovalChars,
 		MeasureCode:      w.cfg.Budget.MeasureCode,
+		Prices:           w.cfg.Prices,
 	}
 }
 

@@ -104,6 +104,9 @@ type Model struct {
 	Stream bool
 	// Timeout bounds one model call.
 	Timeout time.Duration
+	// PriceInput and PriceOutput are USD per million prompt and completion
+	// tokens, for showing cost (0: tokens only).
+	PriceInput, PriceOutput float64
 	// Attempts bounds retries of retryable failures (429, 5xx, network).
 	Attempts int
 	// ContextTokens is the model's context window, AnswerTokens the part
@@ -133,6 +136,9 @@ type Session struct {
 	// keeps (session.Policy).
 	Checkpoints      int
 	CheckpointMaxAge time.Duration
+	// TokenBudget stops a session's turns once its model calls used this
+	// many tokens (0: no budget).
+	TokenBudget int
 }
 
 // Sandbox selects and configures sandbox backends.
@@ -345,6 +351,7 @@ func (c *Config) SessionPolicy() session.Policy {
 		IdleSuspend:       c.Session.IdleSuspend,
 		Checkpoints:       c.Session.Checkpoints,
 		CheckpointMaxAge:  c.Session.CheckpointMaxAge,
+		TokenBudget:       c.Session.TokenBudget,
 	}
 }
 

@@ -139,6 +139,22 @@ var coreVars = []Var{
 		Doc:   "bound of one model call",
 		field: func(c *Config) any { return &c.Model.Timeout },
 		check: func(c *Config, p *probs) { checkPositive(p, c.Model.Timeout, "5m") }},
+	{Name: "SANDBOT_MODEL_PRICE_INPUT", Default: "0", Readers: bot,
+		Doc:   "USD per million prompt tokens, to show what sessions cost in cards and /status (0: tokens only)",
+		field: func(c *Config) any { return &c.Model.PriceInput },
+		check: func(c *Config, p *probs) {
+			if c.Model.PriceInput < 0 {
+				p.add("is negative; use a price such as 2.5")
+			}
+		}},
+	{Name: "SANDBOT_MODEL_PRICE_OUTPUT", Default: "0", Readers: bot,
+		Doc:   "USD per million completion tokens (see SANDBOT_MODEL_PRICE_INPUT)",
+		field: func(c *Config) any { return &c.Model.PriceOutput },
+		check: func(c *Config, p *probs) {
+			if c.Model.PriceOutput < 0 {
+				p.add("is negative; use a price such as 10")
+			}
+		}},
 	{Name: "SANDBOT_MODEL_ATTEMPTS", Default: strconv.Itoa(session.DefaultModelAttempts), Readers: worker,
 		Doc:   "attempts per model call; retries of 408/409/429/5xx honour Retry-After",
 		field: func(c *Config) any { return &c.Model.Attempts },
@@ -271,6 +287,14 @@ var coreVars = []Var{
 		check: func(c *Config, p *probs) {
 			if c.Session.IdleSuspend < 0 {
 				p.add("%s is negative; use 0 (off) or a positive duration such as 30m", c.Session.IdleSuspend)
+			}
+		}},
+	{Name: "SANDBOT_SESSION_TOKEN_BUDGET", Default: "0", Readers: worker,
+		Doc:   "tokens (prompt plus completion, as the model reports them) a session may use; a turn that finds it spent stops with a message (0: no budget)",
+		field: func(c *Config) any { return &c.Session.TokenBudget },
+		check: func(c *Config, p *probs) {
+			if c.Session.TokenBudget < 0 {
+				p.add("is %d; use 0 (no budget) or a positive number of tokens", c.Session.TokenBudget)
 			}
 		}},
 	{Name: "SANDBOT_SESSION_CHECKPOINTS", Default: strconv.Itoa(session.DefaultCheckpoints), Readers: worker,

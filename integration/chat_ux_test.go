@@ -4,7 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/config"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
+	"github.com/sandbot/sandbot/session"
 )
 
 // /title renames the session; /status and /sessions show the new title,
@@ -29,5 +32,48 @@ func TestTitleRenamesTheSession(t *testing.T) {
 	}
 	if r := e.command(th, "/title"); !strings.Contains(r, "/title TEXT") {
 		t.Fatalf("/title without text replied %q", r)
+	}
+}
+
+// Tokens and cost show in the card's footer and /status; a session past
+// its token budget stops its next turn before calling the model, saying
+// why.
+func TestUsageCostAndTokenBudget(t *testing.T) {
+	e := newThreadEnv(t, false, noApprovals, func(c *config.Config) {
+		c.Session.TokenBudget = 1
+		c.Model.PriceInput, c.Model.PriceOutput = 2.5, 10
+	})
+	th := e.thread("budget")
+	ts := e.turn(th, 1, "hello", fakeopenai.FinalStep("hi"))
+	if ts.Usage.Total() == 0 {
+		t.Fatalf("the fake model reported no usage: %s", dump(ts))
+	}
+	if err := e.core.WaitThread(e.ctx, th); err != nil {
+		t.Fatal(err)
+	}
+	posts, _ := e.p.snapshot()
+	var footer string
+	for _, p := range posts {
+		if p.Thread == th {
+			footer = cardText(p.Cards[len(p.Cards)-1])
+		}
+	}
+	if !strings.Contains(footer, "✅ Done") || !strings.Contains(footer, "tokens ($") {
+		t.Fatalf("the card's footer has no tokens and cost: %q", footer)
+	}
+	calls := len(e.model.Requests())
+	ts = e.turn(th, 2, "and again", fakeopenai.FinalStep("never sent"))
+	if ts.Status != session.StatusFailed || !strings.Contains(ts.Error, "its budget is 1 (SANDBOT_SESSION_TOKEN_BUDGET)") {
+		t.Fatalf("a turn past the budget: %s", dump(ts))
+	}
+	if n := len(e.model.Requests()); n != calls {
+		t.Fatalf("the model was called %d more times past the budget", n-calls)
+	}
+	if err := e.core.HandleMessage(e.ctx, e.p, chat.Message{EventID: "status-b", Thread: th, User: alice, Text: "/status"}); err != nil {
+		t.Fatal(err)
+	}
+	posts, _ = e.p.snapshot()
+	if s := cardText(posts[len(posts)-1].Cards[0]); !strings.Contains(s, "Tokens") || !strings.Contains(s, "$0.") {
+		t.Fatalf("/status = %q", s)
 	}
 }

@@ -48,6 +48,9 @@ type Policy struct {
 	// is always kept.
 	Checkpoints      int           `json:"checkpoints,omitempty"`
 	CheckpointMaxAge time.Duration `json:"checkpoint_max_age,omitempty"`
+	// TokenBudget is the tokens a session may use (0: no budget); a turn
+	// that finds it spent stops before calling the model.
+	TokenBudget int `json:"token_budget,omitempty"`
 }
 
 // Settings are the per-session knobs carried through continue-as-new: the

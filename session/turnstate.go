@@ -193,6 +193,23 @@ type Usage struct {
 	CompletionTokens int `json:"completion_tokens,omitempty"`
 }
 
+// Total is prompt plus completion tokens.
+func (u Usage) Total() int { return u.PromptTokens + u.CompletionTokens }
+
+// Prices are what a deployment pays its model endpoint, in USD per
+// million tokens; zero prices show tokens only.
+type Prices struct {
+	Input, Output float64
+}
+
+// Cost is what u cost at p, and whether p says anything.
+func (u Usage) Cost(p Prices) (float64, bool) {
+	if p.Input <= 0 && p.Output <= 0 {
+		return 0, false
+	}
+	return float64(u.PromptTokens)*p.Input/1e6 + float64(u.CompletionTokens)*p.Output/1e6, true
+}
+
 // Add returns u plus one call's prompt and completion tokens.
 func (u Usage) Add(prompt, completion int) Usage {
 	return Usage{Calls: u.Calls + 1, PromptTokens: u.PromptTokens + prompt, CompletionTokens: u.CompletionTokens + completion}

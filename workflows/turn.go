@@ -231,6 +231,11 @@ func (s *sessionRun) agentLoop(ctx workflow.Context) (string, error) {
 	calls := 0
 	limitHit := false
 	for {
+		if b := s.st.Settings.TokenBudget; b > 0 && s.st.Usage.Total() >= b {
+			// Checked before every call: a turn stops where the budget
+			// ran out, with the reason in the thread.
+			return "", fmt.Errorf("this session has used %d tokens, and its budget is %d (SANDBOT_SESSION_TOKEN_BUDGET); an operator can raise it, or start a new session", s.st.Usage.Total(), b)
+		}
 		resp, err := s.callModel(ctx, limitHit)
 		if err != nil {
 			if ctx.Err() != nil {

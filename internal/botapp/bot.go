@@ -124,6 +124,7 @@ func New(ctx context.Context, c client.Client, cfg *config.Config, opts Options,
 		ReplicaID:      opts.ReplicaID,
 		WatchLease:     opts.WatchLease,
 		ScanEvery:      opts.ScanEvery,
+		Prices:         session.Prices{Input: cfg.Model.PriceInput, Output: cfg.Model.PriceOutput},
 		Repos: chat.RepoConfig{
 			Allow: cfg.Repos.Allow, GitURL: cfg.Repos.GitURL,
 			ChannelDefault: cfg.Repos.ChannelRepo,
