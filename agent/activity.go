@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -107,8 +108,16 @@ func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelRes
 	stop := heartbeatWhileWaiting(callCtx)
 	defer stop()
 
+	model := a.cfg.Model
+	if req.Model != "" && req.Model != model {
+		if !slices.Contains(a.cfg.Allowed, req.Model) {
+			return ModelResponse{}, nonRetryable(fmt.Sprintf("model %q is not one this deployment offers (SANDBOT_MODEL_ALLOWED); /model lists them", req.Model),
+				ErrTypeModelBadRequest, "agent: complete: model not allowed")
+		}
+		model = req.Model
+	}
 	chatReq := openai.ChatCompletionRequest{
-		Model:    a.cfg.Model,
+		Model:    model,
 		Messages: toWire(a.cfg.SystemPrompt, req.Messages),
 	}
 	for i := range chatReq.Messages {
@@ -135,7 +144,7 @@ func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelRes
 		}
 		delay, shouldRetry := hint.get()
 		err = Classify(&callError{
-			err: fmt.Errorf("agent: complete: %w", err), model: a.cfg.Model, baseURL: a.cfg.BaseURL,
+			err: fmt.Errorf("agent: complete: %w", err), model: model, baseURL: a.cfg.BaseURL,
 			apiKey: a.cfg.APIKey, timeout: a.cfg.RequestTimeout, retryAfter: delay, shouldRetry: shouldRetry,
 		})
 		metrics.ModelCall(errorClass(err), time.Since(start))

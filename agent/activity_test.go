@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -386,5 +387,27 @@ func BenchmarkComplete(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// The worker enforces the models it offers: a request naming another one
+// (a forged or old workflow) never reaches the endpoint.
+func TestCompleteRefusesModelsNotOffered(t *testing.T) {
+	a, f := newAgent(t, func(c *agent.Config) { c.Allowed = []string{"gpt-big"} })
+	f.Push(fakeopenai.Step{Content: "big"})
+	if _, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: []session.Message{userMsg("hi")}, Model: "gpt-big"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := f.LastRequest(); r.Body.Model != "gpt-big" {
+		t.Fatalf("sent model %q", r.Body.Model)
+	}
+	n := len(f.Requests())
+	_, err := a.Complete(testCtx(t), agent.ModelRequest{Messages: []session.Message{userMsg("hi")}, Model: "gpt-expensive"})
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != agent.ErrTypeModelBadRequest || !strings.Contains(ae.Message(), `model "gpt-expensive" is not one this deployment offers`) {
+		t.Fatalf("a model not offered: %v", err)
+	}
+	if len(f.Requests()) != n {
+		t.Fatal("a model not offered reached the endpoint")
 	}
 }

@@ -29,6 +29,9 @@ type Config struct {
 	APIKey string
 	// Model is the model (or Azure deployment) name. Required.
 	Model string
+	// Allowed are the other models a session may pick (/model); a request
+	// naming any other is refused, whatever the workflow asked.
+	Allowed []string
 	// SystemPrompt is prepended to every request; empty means
 	// DefaultSystemPrompt.
 	SystemPrompt string

@@ -18,6 +18,8 @@ type ModelRequest struct {
 	// DisableTools asks for a plain answer (used when the per-turn tool
 	// call cap is reached).
 	DisableTools bool `json:"disable_tools,omitempty"`
+	// Model is the session's choice (/model); "" is the worker's model.
+	Model string `json:"model,omitempty"`
 
 	// Stored asks the activity to keep the transcript (see
 	// transcripts.go): the transcript is Base's messages from Skip on

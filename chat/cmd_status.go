@@ -46,10 +46,15 @@ func statusCard(p Poster, id string, info session.Info, ts session.TurnState, ui
 	}
 	fields := []Field{
 		{Label: "Backend", Value: backend},
+	}
+	if info.Model != "" {
+		fields = append(fields, Field{Label: "Model", Value: info.Model})
+	}
+	fields = append(fields, []Field{
 		{Label: "Turns", Value: fmt.Sprint(info.Turns)},
 		{Label: "Status", Value: state},
 		{Label: "Owner", Value: mention(p, info.Owner)},
-	}
+	}...)
 	if !info.CreatedAt.IsZero() {
 		fields = append(fields, Field{Label: "Started", Value: info.CreatedAt.UTC().Format("2006-01-02 15:04 UTC")})
 	}

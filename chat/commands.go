@@ -24,6 +24,7 @@ const (
 	CmdRewind   = "rewind"
 	CmdRepo     = "repo"
 	CmdTitle    = "title"
+	CmdModel    = "model"
 	CmdDiff     = "diff"
 	CmdPR       = "pr"
 )
@@ -84,6 +85,7 @@ var commandTable = []command{
 	forkCommand,
 	rewindCommand,
 	titleCommand,
+	modelCommand,
 	repoCommand,
 	diffCommand,
 	prCommand,

@@ -215,6 +215,13 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 	defer cancel()
 	req := session.MessageRequest{EventID: m.EventID, User: m.User, Text: text}
+	if model, rest, ok := cutModel(text); ok {
+		if strings.TrimSpace(rest) == "" {
+			c.say(ctx, p, th, "model="+model+" picks the model for a task; add the task after it, or use /model "+model+".")
+			return nil
+		}
+		req.Model, req.Text = model, strings.TrimSpace(rest)
+	}
 	if spec, named, err := c.messageRepo(th, text); err != nil {
 		c.say(ctx, p, th, err.Error())
 		return nil

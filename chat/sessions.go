@@ -42,6 +42,8 @@ type Sessions interface {
 	// OpenPR returns once the workspace was pushed and its pull request
 	// opened or updated.
 	OpenPR(ctx context.Context, id string, req session.OpenPRRequest) (session.OpenPRResponse, error)
+	// SetModel picks the model of the session's next turns.
+	SetModel(ctx context.Context, id string, req session.SetModelRequest) (session.SetModelResponse, error)
 	// SetTitle renames the session.
 	SetTitle(ctx context.Context, id string, req session.SetTitleRequest) (session.SetTitleResponse, error)
 	// Destroy returns after the sandbox and snapshots are removed.

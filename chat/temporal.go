@@ -171,6 +171,13 @@ func (t *TemporalSessions) Rewind(ctx context.Context, id string, req session.Re
 	return r, err
 }
 
+// SetModel implements Sessions.
+func (t *TemporalSessions) SetModel(ctx context.Context, id string, req session.SetModelRequest) (session.SetModelResponse, error) {
+	var r session.SetModelResponse
+	err := t.update(ctx, id, session.UpdateSetModel, &req, &r)
+	return r, err
+}
+
 // SetTitle implements Sessions.
 func (t *TemporalSessions) SetTitle(ctx context.Context, id string, req session.SetTitleRequest) (session.SetTitleResponse, error) {
 	var r session.SetTitleResponse

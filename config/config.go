@@ -104,6 +104,8 @@ type Model struct {
 	Stream bool
 	// Timeout bounds one model call.
 	Timeout time.Duration
+	// Allowed are other models sessions may pick with /model.
+	Allowed []string
 	// PriceInput and PriceOutput are USD per million prompt and completion
 	// tokens, for showing cost (0: tokens only).
 	PriceInput, PriceOutput float64
@@ -352,7 +354,24 @@ func (c *Config) SessionPolicy() session.Policy {
 		Checkpoints:       c.Session.Checkpoints,
 		CheckpointMaxAge:  c.Session.CheckpointMaxAge,
 		TokenBudget:       c.Session.TokenBudget,
+		Model:             c.Model.Name,
+		Models:            c.Models(),
 	}
+}
+
+// Models are the models sessions may use: the default first, then the
+// allowed others.
+func (c *Config) Models() []string {
+	out := []string{}
+	if c.Model.Name != "" {
+		out = append(out, c.Model.Name)
+	}
+	for _, m := range c.Model.Allowed {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // SessionSettings are the settings the bot sends when it starts a session:

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -55,8 +56,9 @@ func TestDefaultsValidate(t *testing.T) {
 		ExecHeartbeat: session.DefaultExecHeartbeat, ModelTimeout: session.DefaultModelTimeout,
 		ModelAttempts: session.DefaultModelAttempts, IdleSuspend: DefaultIdleSuspend,
 		Checkpoints: session.DefaultCheckpoints, CheckpointMaxAge: session.DefaultCheckpointMaxAge,
+		Model: c.Model.Name, Models: c.Models(),
 	}
-	if got := c.SessionPolicy(); got != want {
+	if got := c.SessionPolicy(); !reflect.DeepEqual(got, want) {
 		t.Errorf("policy:\n got %+v\nwant %+v", got, want)
 	}
 	if !c.Discord.MessageContent || c.ConsoleUser == "" {

@@ -77,3 +77,41 @@ func TestUsageCostAndTokenBudget(t *testing.T) {
 		t.Fatalf("/status = %q", s)
 	}
 }
+
+// /model switches the session's model among those the deployment offers,
+// from the next turn; model=NAME in a message does the same; anything else
+// is refused by the workflow and by the model activity.
+func TestModelPerSession(t *testing.T) {
+	e := newThreadEnv(t, false, noApprovals, func(c *config.Config) { c.Model.Allowed = []string{"fake-model-big"} })
+	th := e.thread("model")
+	e.turn(th, 1, "hello", fakeopenai.FinalStep("hi"))
+	reqs := e.model.Requests()
+	if got := reqs[len(reqs)-1].Body.Model; got != "fake-model" {
+		t.Fatalf("turn 1 used %q", got)
+	}
+	if r := e.command(th, "/model"); !strings.Contains(r, "**fake-model**") || !strings.Contains(r, "Offered: fake-model, fake-model-big") {
+		t.Fatalf("/model replied %q", r)
+	}
+	if r := e.command(th, "/model evil-model"); !strings.Contains(r, `model "evil-model" is not offered here; choose one of fake-model, fake-model-big`) {
+		t.Fatalf("/model evil-model replied %q", r)
+	}
+	if r := e.command(th, "/model fake-model-big"); !strings.Contains(r, "switches from **fake-model** to **fake-model-big** from the next turn") {
+		t.Fatalf("/model fake-model-big replied %q", r)
+	}
+	e.turn(th, 2, "again", fakeopenai.FinalStep("hi"))
+	reqs = e.model.Requests()
+	if got := reqs[len(reqs)-1].Body.Model; got != "fake-model-big" {
+		t.Fatalf("turn 2 used %q", got)
+	}
+	if info := e.info(th); info.Model != "fake-model-big" {
+		t.Fatalf("info.Model = %q", info.Model)
+	}
+	// model=NAME in a first message.
+	th2 := e.thread("model-mention")
+	e.turn(th2, 1, "model=fake-model-big write a poem", fakeopenai.FinalStep("a poem"))
+	reqs = e.model.Requests()
+	last := reqs[len(reqs)-1]
+	if last.Body.Model != "fake-model-big" || strings.Contains(dump(last.Body.Messages), "model=") {
+		t.Fatalf("a model=NAME message sent model %q and messages %s", last.Body.Model, dump(last.Body.Messages))
+	}
+}

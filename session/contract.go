@@ -41,6 +41,7 @@ const (
 	UpdateClaimWatch  = "claim_watch"
 	UpdateRewind      = "rewind"
 	UpdateSetTitle    = "set_title"
+	UpdateSetModel    = "set_model"
 
 	QueryTurnState = "turn_state"
 	QueryHistory   = "history"
@@ -128,6 +129,9 @@ type MessageRequest struct {
 	// channel's default): the worker clones it before the turn. A session
 	// that has one already ignores it.
 	Repo *RepoSpec `json:"repo,omitempty"`
+	// Model is a model the message picked (model=NAME), for this turn and
+	// the ones after; it must be one the worker offers.
+	Model string `json:"model,omitempty"`
 	// Auth is the bot's signature (see Signature).
 	Auth Signature `json:"auth,omitzero"`
 }
@@ -393,4 +397,21 @@ type SetTitleRequest struct {
 type SetTitleResponse struct {
 	From string `json:"from,omitempty"`
 	To   string `json:"to"`
+}
+
+// SetModelRequest is the input of UpdateSetModel (/model NAME): the model
+// the session's next turns use, one of Settings.Models.
+type SetModelRequest struct {
+	Model string `json:"model"`
+	User  User   `json:"user"`
+	// Auth is the bot's signature (see Signature).
+	Auth Signature `json:"auth,omitzero"`
+}
+
+// SetModelResponse is the model before and after; Deferred when a turn
+// runs (it keeps its model; the next turn takes the new one).
+type SetModelResponse struct {
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Deferred bool   `json:"deferred,omitempty"`
 }

@@ -51,6 +51,10 @@ type Policy struct {
 	// TokenBudget is the tokens a session may use (0: no budget); a turn
 	// that finds it spent stops before calling the model.
 	TokenBudget int `json:"token_budget,omitempty"`
+	// Model is the worker's model; Models those a session may pick
+	// (/model), the default first.
+	Model  string   `json:"model,omitempty"`
+	Models []string `json:"models,omitempty"`
 }
 
 // Settings are the per-session knobs carried through continue-as-new: the

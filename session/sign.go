@@ -106,6 +106,9 @@ func (r *MessageRequest) signedFields() []string {
 		// verify as they did.
 		f = append(f, "repo:"+r.Repo.URL, r.Repo.Branch)
 	}
+	if r.Model != "" {
+		f = append(f, "model:"+r.Model)
+	}
 	return append(f, userFields(r.User)...)
 }
 
@@ -192,6 +195,8 @@ func SignedRequest(req any) (Signed, bool) {
 		return &r, true
 	case SetTitleRequest:
 		return &r, true
+	case SetModelRequest:
+		return &r, true
 	case DiffRequest:
 		return &r, true
 	case OpenPRRequest:
@@ -203,4 +208,9 @@ func SignedRequest(req any) (Signed, bool) {
 func (r *SetTitleRequest) auth() *Signature { return &r.Auth }
 func (r *SetTitleRequest) signedFields() []string {
 	return append([]string{r.Title}, userFields(r.User)...)
+}
+
+func (r *SetModelRequest) auth() *Signature { return &r.Auth }
+func (r *SetModelRequest) signedFields() []string {
+	return append([]string{r.Model}, userFields(r.User)...)
 }

@@ -183,6 +183,10 @@ type Info struct {
 	Checkpoints []Checkpoint `json:"checkpoints,omitempty"`
 	// Repo is the repository the session works on, if any.
 	Repo *Repo `json:"repo,omitempty"`
+	// Model is the model the session's turns use; Models those it may
+	// switch to (/model).
+	Model  string   `json:"model,omitempty"`
+	Models []string `json:"models,omitempty"`
 }
 
 // Usage is the token accounting of model calls, as the model endpoint

@@ -56,6 +56,7 @@ func (s *sessionRun) register(ctx workflow.Context) error {
 		{session.UpdateRewind, s.onRewind, s.validateRewind},
 		{session.UpdateSetRepo, s.onSetRepo, s.validateSetRepo},
 		{session.UpdateSetTitle, s.onSetTitle, s.validateSetTitle},
+		{session.UpdateSetModel, s.onSetModel, s.validateSetModel},
 		{session.UpdateDiff, s.onDiff, s.validateDiff},
 		{session.UpdateOpenPR, s.onOpenPR, s.validateOpenPR},
 	}
@@ -101,6 +102,9 @@ func (s *sessionRun) validateMessage(ctx workflow.Context, req session.MessageRe
 	if strings.TrimSpace(req.Text) == "" {
 		return fmt.Errorf("message is empty; write what you want the agent to do, or /help for commands")
 	}
+	if req.Model != "" {
+		return s.checkModel(req.Model)
+	}
 	return nil
 }
 
@@ -109,6 +113,9 @@ func (s *sessionRun) onMessage(ctx workflow.Context, req session.MessageRequest)
 		return session.MessageResponse{Turn: turn, Duplicate: true}, nil
 	}
 	s.takeRepo(req)
+	if req.Model != "" {
+		s.st.Model = req.Model // validated; the next turn to start takes it
+	}
 	s.st.Queue = append(s.st.Queue, QueuedMessage{EventID: req.EventID, User: req.User, Text: req.Text, At: workflow.Now(ctx)})
 	// A new message ends a pause: the user wants an answer.
 	s.st.Paused = false
@@ -354,4 +361,53 @@ func (s *sessionRun) onSetTitle(ctx workflow.Context, req session.SetTitleReques
 	s.st.Title = strings.TrimSpace(req.Title)
 	s.touch()
 	return session.SetTitleResponse{From: from, To: s.st.Title}, nil
+}
+
+// checkModel refuses a model the worker does not offer.
+func (s *sessionRun) checkModel(m string) error {
+	models := s.st.Settings.Models
+	if len(models) <= 1 {
+		return fmt.Errorf("this deployment offers one model (%s); an operator lists others in SANDBOT_MODEL_ALLOWED", orText(s.st.Settings.Model, "the worker's"))
+	}
+	if !slices.Contains(models, m) {
+		return fmt.Errorf("model %q is not offered here; choose one of %s", m, strings.Join(models, ", "))
+	}
+	return nil
+}
+
+func orText(s, fallback string) string {
+	if s == "" {
+		return fallback
+	}
+	return s
+}
+
+// currentModel is the model the next turn uses.
+func (s *sessionRun) currentModel() string {
+	if s.st.Model != "" {
+		return s.st.Model
+	}
+	return s.st.Settings.Model
+}
+
+func (s *sessionRun) validateSetModel(ctx workflow.Context, req session.SetModelRequest) error {
+	if err := s.validateAlive(ctx, nil); err != nil {
+		return err
+	}
+	if !s.st.mayApprove(req.User) {
+		return fmt.Errorf("%s may not change this session's model: only its owner (%s) and configured approvers may", displayName(req.User), displayName(s.st.Owner))
+	}
+	return s.checkModel(req.Model)
+}
+
+// onSetModel picks the model of the next turns (state only: the model
+// activity takes it in its request).
+func (s *sessionRun) onSetModel(ctx workflow.Context, req session.SetModelRequest) (session.SetModelResponse, error) {
+	from := s.currentModel()
+	s.st.Model = req.Model
+	if req.Model == s.st.Settings.Model {
+		s.st.Model = ""
+	}
+	s.touch()
+	return session.SetModelResponse{From: from, To: req.Model, Deferred: s.turnActive}, nil
 }

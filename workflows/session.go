@@ -42,6 +42,9 @@ type sessionRun struct {
 	// prInFlight is set while /pr pushes.
 	repoDone   *repoResult
 	prInFlight bool
+	// turnModel is the model of the running turn (taken at its start, so
+	// a /model during a turn applies to the next one).
+	turnModel string
 	log        log.Logger
 	id         string
 	// queue is this workflow's task queue; activity queues derive from it.
@@ -171,6 +174,8 @@ func (s *sessionRun) info(ctx workflow.Context) session.Info {
 		Usage:          s.st.Usage,
 		Checkpoints:    s.st.checkpointInfo(),
 		Repo:           s.st.Repo,
+		Model:          s.currentModel(),
+		Models:         append([]string(nil), s.st.Settings.Models...),
 	}
 }
 

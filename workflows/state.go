@@ -84,6 +84,10 @@ type State struct {
 	PendingRepo *PendingRepo  `json:"pending_repo,omitempty"`
 	PRs         int           `json:"prs,omitempty"`
 
+	// Model is the session's pick (/model, model=NAME); "" is the
+	// worker's model.
+	Model string `json:"model,omitempty"`
+
 	// Usage is what the session's model calls cost so far.
 	Usage session.Usage `json:"usage,omitzero"`
 	// Last is the current (or last) turn as the bot sees it.

@@ -43,6 +43,7 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 		s.st.Last.Notices = append(s.st.Last.Notices, fmt.Sprintf("%d messages were taken together in this turn.", len(batch)))
 	}
 	s.turnActive = true
+	s.turnModel = s.st.Model
 	s.turnsThisRun++
 	s.stopBy = nil
 	s.execRan = false
@@ -114,7 +115,7 @@ func (s *sessionRun) callModel(ctx workflow.Context, limitHit bool) (agent.Model
 	msgs := s.modelMessages()
 	var resp agent.ModelResponse
 	if !s.transcriptRefs {
-		req := agent.ModelRequest{Messages: agent.Budget(msgs, s.st.Settings.ContextBytes), DisableTools: limitHit}
+		req := agent.ModelRequest{Messages: agent.Budget(msgs, s.st.Settings.ContextBytes), DisableTools: limitHit, Model: s.turnModel}
 		err := workflow.ExecuteActivity(modelOptions(ctx, s.st.Settings), modelActs.Complete, req).Get(ctx, &resp)
 		if err == nil {
 			s.countUsage(resp)
@@ -122,7 +123,7 @@ func (s *sessionRun) callModel(ctx workflow.Context, limitHit bool) (agent.Model
 		return resp, err
 	}
 	first := s.st.firstPosition()
-	req := agent.ModelRequest{Messages: msgs, DisableTools: limitHit, Stored: true, SessionID: s.id, ContextBytes: s.st.Settings.ContextBytes, Compactable: s.compaction}
+	req := agent.ModelRequest{Messages: msgs, DisableTools: limitHit, Stored: true, SessionID: s.id, ContextBytes: s.st.Settings.ContextBytes, Compactable: s.compaction, Model: s.turnModel}
 	baseFirst := first
 	if ref := s.st.ModelRef; ref != nil {
 		skip, end := first-s.st.ModelRefFirst, s.st.ModelRefFirst+ref.Count

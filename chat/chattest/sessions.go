@@ -330,6 +330,12 @@ func (f *Sessions) Rewind(_ context.Context, id string, req session.RewindReques
 	return session.RewindResponse{Turn: req.Turn, Undone: f.Get(id).Turn - req.Turn}, nil
 }
 
+// SetModel implements chat.Sessions.
+func (f *Sessions) SetModel(_ context.Context, id string, req session.SetModelRequest) (session.SetModelResponse, error) {
+	f.record("set_model " + req.Model)
+	return session.SetModelResponse{To: req.Model}, nil
+}
+
 // SetTitle implements chat.Sessions.
 func (f *Sessions) SetTitle(_ context.Context, id string, req session.SetTitleRequest) (session.SetTitleResponse, error) {
 	f.record("set_title " + req.Title)

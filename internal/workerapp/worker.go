@@ -76,7 +76,7 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 	models := opts.Model
 	if models == nil {
 		m, err := agent.NewActivities(agent.Config{
-			BaseURL: cfg.Model.BaseURL, APIKey: cfg.Model.APIKey, Model: cfg.Model.Name,
+			BaseURL: cfg.Model.BaseURL, APIKey: cfg.Model.APIKey, Model: cfg.Model.Name, Allowed: cfg.Model.Allowed,
 			Stream: cfg.Model.Stream, RequestTimeout: cfg.Model.Timeout,
 			Window: agent.Window{ContextTokens: cfg.Model.ContextTokens, AnswerTokens: cfg.Model.AnswerTokens},
 		})
