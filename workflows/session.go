@@ -45,8 +45,8 @@ type sessionRun struct {
 	// turnModel is the model of the running turn (taken at its start, so
 	// a /model during a turn applies to the next one).
 	turnModel string
-	log        log.Logger
-	id         string
+	log       log.Logger
+	id        string
 	// queue is this workflow's task queue; activity queues derive from it.
 	queue string
 
