@@ -88,6 +88,13 @@ func renderHistory(h []session.HistoryEntry, limit int) string {
 	return out
 }
 
+// historyOutputLines and historyOutputChars bound each tool output /history
+// shows (its tail): enough to see what a command said, not the whole log.
+const (
+	historyOutputLines = 12
+	historyOutputChars = 800
+)
+
 func historyLine(e session.HistoryEntry) string {
 	m := e.Msg
 	oneLine := func(s string, n int) string { return truncate(safetext.Line(strings.Join(strings.Fields(s), " ")), n) }
@@ -106,7 +113,9 @@ func historyLine(e session.HistoryEntry) string {
 		}
 		return strings.Join(parts, "\n")
 	case session.RoleTool:
-		return "↳ " + oneLine(m.Content, 120)
+		// The output's tail, lines kept, in a block nothing can close.
+		out := strings.ReplaceAll(safetext.Text(outputTail(m.Content, historyOutputLines, historyOutputChars)), "```", "`\u200b``")
+		return "↳\n```\n" + out + "\n```"
 	}
 	return ""
 }

@@ -2,6 +2,7 @@ package chat_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -95,5 +96,23 @@ func TestStopButton(t *testing.T) {
 	}
 	if len(stopped) != 1 || !strings.Contains(replies[1], "another thread") {
 		t.Fatalf("a Stop button from another thread: stopped %q, replies %q", stopped, replies)
+	}
+}
+
+// /history shows the tail of each tool output, lines kept, well past the
+// old 120 characters, in a block the output cannot close.
+func TestHistoryShowsMoreOfEachOutput(t *testing.T) {
+	var out strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&out, "line %d of the build output, long enough to matter\n", i)
+	}
+	out.WriteString("```\nDONE")
+	h := []session.HistoryEntry{{Turn: 1, Msg: session.Message{Role: session.RoleTool, Content: out.String()}}}
+	got := chat.RenderHistory(h, 4000)
+	if !strings.Contains(got, "line 9 of the build output, long enough to matter\n") || !strings.Contains(got, "DONE") || len(got) < 400 {
+		t.Fatalf("history = %q", got)
+	}
+	if strings.Count(got, "```") != 2 {
+		t.Fatalf("the output closed its block: %q", got)
 	}
 }

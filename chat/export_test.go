@@ -8,4 +8,5 @@ var (
 	ResolveDigest     = resolveDigest
 	InternalErrorText = internalErrorText
 	DigestPrefix      = digestPrefix
+	RenderHistory     = renderHistory
 )

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
 
@@ -24,6 +25,8 @@ type view struct {
 	last session.TurnState
 	// attached are the attachments already put in the thread, by name.
 	attached map[string]bool
+	// announced are the pending calls whose approvers were told, by call.
+	announced map[string]bool
 }
 
 // newView starts showing ts's turn, in the status message it recorded (a
@@ -121,6 +124,7 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 		}
 		v.ref, v.shown, v.pending = ref, &card, nil
 		w.record(ctx, v.turn, "status", ref)
+		w.announce(ctx, v)
 		return
 	}
 	err := w.p.Edit(ctx, w.th, v.ref, card)
@@ -131,6 +135,30 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 		return
 	}
 	v.shown, v.pending = &card, nil
+	w.announce(ctx, v)
+}
+
+// announce tells the people who may approve, once per pending call, with a
+// new message that mentions them: the card's edit that shows the buttons
+// notifies nobody.
+func (w *watcher) announce(ctx context.Context, v *view) {
+	p := v.last.Pending
+	if p == nil || v.last.Status != session.StatusAwaitingApproval || v.announced[p.CallID] || v.last.ApprovalNoticed == p.CallID || w.approvers == "" {
+		return
+	}
+	if v.announced == nil {
+		v.announced = map[string]bool{}
+	}
+	v.announced[p.CallID] = true
+	if !w.limit(ctx) {
+		return
+	}
+	text := fmt.Sprintf("✋ A command of turn %d waits for approval: %s. The buttons are on the card above.", v.turn, w.approvers)
+	if _, err := w.p.PostText(ctx, w.th, text); err != nil {
+		w.log.Warn("watcher: announce the approval", "turn", v.turn, "err", err)
+		return
+	}
+	w.record(ctx, v.turn, session.ChatRefApprovalNotice, p.CallID)
 }
 
 // attach puts the card's attachments that are not in the thread yet into

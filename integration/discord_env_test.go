@@ -216,7 +216,7 @@ func (e *discordEnv) statusMessages(th chat.Thread) []fakediscord.Message {
 func (e *discordEnv) answers(th chat.Thread) []fakediscord.Message {
 	var out []fakediscord.Message
 	for _, m := range e.botMessages(th.Thread) {
-		if m.Interaction == "" && m.Webhook == "" && m.EmbedText() == "" {
+		if m.Interaction == "" && m.Webhook == "" && m.EmbedText() == "" && !isApprovalNotice(m.Content) {
 			out = append(out, m)
 		}
 	}

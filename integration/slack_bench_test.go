@@ -27,9 +27,10 @@ import (
 // never, instant model), 200 calls, after a warm-up turn, through the real
 // adapter (Socket Mode and Web API over slack-go) and core. It runs at the
 // production edit interval (1.5 s, SANDBOT_SLACK_EDIT_INTERVAL) and at
-// 250 ms, with the fake checking every chat.update against the same
-// per-message interval and Slack's workspace budget (50 a minute), so the
-// figures show what the pacing costs and whether any budget was broken.
+// 250 ms, each with the adapter's per-message burst (slack.DefaultEditBurst),
+// with the fake checking every chat.update against the same per-message
+// pace and Slack's workspace budget (50 a minute), so the figures show what
+// the pacing costs and whether any budget was broken.
 //
 //	go test ./integration -run '^$' -bench SlackProgressLatency -benchtime=1x
 func BenchmarkSlackProgressLatency(b *testing.B) {
@@ -46,10 +47,10 @@ const (
 func slackProgressLatency(b *testing.B, editInterval time.Duration) {
 	e := newSlackEnv(b, slackOptions{
 		stack: []stackOption{slackNoApprovals},
-		fake:  fakeslack.Options{MinUpdateInterval: editInterval},
+		fake:  fakeslack.Options{MinUpdateInterval: editInterval, UpdateBurst: slack.DefaultEditBurst},
 	})
-	if got := e.s.cfg.Slack.EditInterval; got != editInterval {
-		b.Fatalf("adapter edit interval %v, want %v", got, editInterval)
+	if got := e.bot.Slack.Budget(); got.MinEditInterval != editInterval || got.EditBurst != slack.DefaultEditBurst {
+		b.Fatalf("adapter paces edits every %v in bursts of %d, want %v and %d", got.MinEditInterval, got.EditBurst, editInterval, slack.DefaultEditBurst)
 	}
 	e.s.model.SetResponder(toolLoop(slackBenchCalls))
 	th, _ := e.mention(slackAlice, "warm up")
@@ -67,7 +68,7 @@ func slackProgressLatency(b *testing.B, editInterval time.Duration) {
 				b.Fatalf("turn %d ran %d tool calls (status message %q), want %d", turn, len(ts.ToolCalls), ts.StatusRef, slackBenchCalls)
 			}
 			snap := e.f.Snapshot()
-			tl := slackTimeline(b, snap, ts.StatusRef)
+			tl := slackTimeline(b, snap, ts.StatusRef, editInterval, slack.DefaultEditBurst)
 			edits += len(tl) - 1
 			for j, c := range ts.ToolCalls {
 				if c.Status != session.CallCompleted || c.EndedAt.IsZero() {
@@ -78,13 +79,9 @@ func slackProgressLatency(b *testing.B, editInterval time.Duration) {
 					b.Fatalf("turn %d: call %d never shown completed on status message %s", turn, j+1, ts.StatusRef)
 				}
 				lat = append(lat, tl[k].at.Sub(c.EndedAt))
-				// The interval forbids an edit until editInterval after the
-				// previous version: that part of the wait is pacing.
-				var p time.Duration
-				if k > 0 {
-					p = max(tl[k-1].at.Add(editInterval).Sub(c.EndedAt), 0)
-				}
-				pacing = append(pacing, p)
+				// The per-message pace forbade the version before tl[k].paced:
+				// that part of the wait is pacing.
+				pacing = append(pacing, max(tl[k].paced.Sub(c.EndedAt), 0))
 			}
 		}
 		elapsed := time.Since(start)
@@ -121,6 +118,9 @@ func slackFinished(n int) func(session.TurnState) bool {
 type slackVersion struct {
 	at        time.Time
 	completed int // tool calls it shows as completed
+	// paced is the earliest time the per-message pace (bursts of burst,
+	// one more per interval, counting the post) allowed this version.
+	paced time.Time
 }
 
 var slackEarlierCalls = regexp.MustCompile(`\+(\d+) earlier tool call`)
@@ -138,16 +138,25 @@ func slackCompletedShown(text string) int {
 }
 
 // slackTimeline is every version of status message ref (its post, then its
-// accepted edits) in order, with how many completed calls each showed.
-func slackTimeline(b *testing.B, s fakeslack.Snapshot, ref string) []slackVersion {
+// accepted edits) in order, with how many completed calls each showed and
+// when the per-message pace allowed it.
+func slackTimeline(b *testing.B, s fakeslack.Snapshot, ref string, interval time.Duration, burst int) []slackVersion {
 	b.Helper()
 	vs := versions(s, ref)
 	if len(vs) == 0 {
 		b.Fatalf("no chat.postMessage made status message %s", ref)
 	}
 	tl := make([]slackVersion, len(vs))
+	var full time.Time // when the message's bucket is full again
 	for i, v := range vs {
 		tl[i] = slackVersion{at: v.at, completed: slackCompletedShown(v.text)}
+		if i > 0 {
+			tl[i].paced = full.Add(-time.Duration(burst-1) * interval)
+		}
+		if full.Before(v.at) {
+			full = v.at
+		}
+		full = full.Add(interval)
 		// Counts only grow; a version that shows fewer would make the
 		// search for the first version showing a call wrong.
 		if i > 0 && tl[i].completed < tl[i-1].completed {

@@ -306,10 +306,18 @@ func (e *slackEnv) botMessages(th chat.Thread) []fakeslack.Message {
 func (e *slackEnv) botTS(th chat.Thread) []string {
 	var out []string
 	for _, m := range e.botMessages(th) {
-		out = append(out, m.TS)
+		if !isApprovalNotice(m.Text) {
+			out = append(out, m.TS)
+		}
 	}
 	return out
 }
+
+// isApprovalNotice reports whether a bot text is the message that tells
+// approvers a command waits for them (tests that count a turn's status
+// message and answer leave it out; TestTurnWithToolCallsAndOneApproval
+// checks it).
+func isApprovalNotice(text string) bool { return strings.HasPrefix(text, "✋ A command of turn ") }
 
 // waitTurn polls the session's turn state until cond holds, decoding every
 // answer into a fresh value so fields an earlier poll saw (a pending

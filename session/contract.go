@@ -245,12 +245,16 @@ type SetBackendResponse struct {
 // second final answer.
 type ChatRefRequest struct {
 	Turn int `json:"turn"`
-	// Kind is "status" or "final".
+	// Kind is "status", "final" or ChatRefApprovalNotice.
 	Kind string `json:"kind"`
 	Ref  string `json:"ref"`
 	// Auth is the bot's signature (see Signature).
 	Auth Signature `json:"auth,omitzero"`
 }
+
+// ChatRefApprovalNotice is the ChatRefRequest kind that records, with the
+// pending call's ID as Ref, that its approvers were told.
+const ChatRefApprovalNotice = "approval_notice"
 
 // ChatRefResponse is empty.
 type ChatRefResponse struct{}

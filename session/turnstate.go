@@ -126,6 +126,10 @@ type TurnState struct {
 	// not posted yet: a bot must still post it. Only sessions run by
 	// builds that keep the watch lease set it.
 	AwaitingPost bool `json:"awaiting_post,omitempty"`
+	// ApprovalNoticed is the pending call whose approvers a bot told with
+	// a new message (ChatRefApprovalNotice), so no other replica, and no
+	// restarted bot, tells them again.
+	ApprovalNoticed string `json:"approval_noticed,omitempty"`
 	// Previous is how the turn before this one ended, for a bot that saw
 	// it running but not ending (it ended between two polls).
 	Previous *TurnEnd `json:"previous,omitempty"`

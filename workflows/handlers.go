@@ -209,8 +209,8 @@ func (s *sessionRun) requestDestroy(u session.User) {
 }
 
 func (s *sessionRun) validateChatRef(ctx workflow.Context, req session.ChatRefRequest) error {
-	if req.Kind != "status" && req.Kind != "final" {
-		return fmt.Errorf("chat ref kind %q is unknown; use \"status\" or \"final\"", req.Kind)
+	if req.Kind != "status" && req.Kind != "final" && req.Kind != session.ChatRefApprovalNotice {
+		return fmt.Errorf("chat ref kind %q is unknown; use \"status\", \"final\" or %q", req.Kind, session.ChatRefApprovalNotice)
 	}
 	if req.Ref == "" {
 		return fmt.Errorf("chat ref is empty")
@@ -227,6 +227,8 @@ func (s *sessionRun) onChatRef(ctx workflow.Context, req session.ChatRefRequest)
 	switch req.Kind {
 	case "status":
 		s.st.Last.StatusRef = req.Ref
+	case session.ChatRefApprovalNotice:
+		s.st.Last.ApprovalNoticed = req.Ref
 	case "final":
 		s.st.Last.FinalRef = req.Ref
 		if s.watchLease {

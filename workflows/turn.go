@@ -35,7 +35,7 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 		s.st.remember(m.EventID, s.st.Turn)
 		content := m.Text
 		if multi || (m.User.ID != "" && m.User.ID != s.st.Owner.ID) {
-			content = displayName(m.User) + ": " + m.Text
+			content = speaker(m.User, s.st.Owner) + ": " + m.Text
 		}
 		s.st.appendTranscript(session.HistoryEntry{Turn: s.st.Turn, At: m.At, Msg: session.Message{Role: session.RoleUser, Content: content, User: displayName(m.User)}})
 	}
@@ -644,4 +644,15 @@ func (s *sessionRun) needsApproval(ctx workflow.Context, commands []string) bool
 		return true
 	}
 	return needs
+}
+
+// speaker names who wrote a message for the model: the display name, plus
+// the chat ID when someone other than the owner goes by the owner's name
+// (display names are not unique, and anyone can pick one).
+func speaker(u, owner session.User) string {
+	name := displayName(u)
+	if u.ID != owner.ID && u.ID != "" && strings.EqualFold(strings.TrimSpace(name), strings.TrimSpace(displayName(owner))) {
+		return name + " (" + u.ID + ")"
+	}
+	return name
 }

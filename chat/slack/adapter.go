@@ -41,6 +41,7 @@ type Adapter struct {
 	limits Limits
 
 	threads *threadCache
+	names   *nameCache // display names by user ID (users.info)
 	// seen holds recent event keys, so the app_mention and the message
 	// event of one user message, and Slack's redeliveries, are handled once
 	// by this process (the workflow dedupes across replicas).
@@ -75,8 +76,10 @@ var (
 	_ chat.ThreadLinker  = (*Adapter)(nil)
 )
 
-// New validates cfg and builds an adapter. log may be nil. Nothing is
-// contacted until Run.
+// New validates cfg and builds an adapter. Nothing is contacted until Run.
+// log may be nil. The adapter adds platform=slack to every record it logs,
+// so log must not carry a platform attribute already (it would be printed
+// twice).
 func New(cfg Config, log *slog.Logger) (*Adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -94,9 +97,10 @@ func New(cfg Config, log *slog.Logger) (*Adapter, error) {
 		log:     log.With("platform", Platform),
 		api:     slackgo.New(cfg.BotToken, opts...),
 		budget:  newUpdateBudget(cfg.UpdateBudgetPerMinute, budgetWindow),
-		pacer:   newEditPacer(cfg.EditInterval),
+		pacer:   newEditPacer(cfg.EditInterval, cfg.EditBurst),
 		limits:  DefaultLimits,
 		threads: newThreadCache(),
+		names:   newNameCache(),
 		seen:    lru.New[string, struct{}](20000),
 		ready:   make(chan struct{}),
 		idle:    make(chan struct{}),
@@ -113,6 +117,7 @@ func New(cfg Config, log *slog.Logger) (*Adapter, error) {
 func (a *Adapter) Budget() chat.Budget {
 	return chat.Budget{
 		MinEditInterval: a.cfg.EditInterval,
+		EditBurst:       a.cfg.EditBurst,
 		Limiter:         a.budget,
 		MaxButtonValue:  MaxButtonValue,
 		MaxCardChars:    3500,

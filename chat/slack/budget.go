@@ -112,32 +112,52 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// editPacer keeps edits of one message at least interval apart, measured
-// from the end of one edit to the start of the next, as Slack sees them,
-// and never runs two edits of one message at once.
+// editPacer paces the edits of each message with a token bucket of burst
+// edits, refilled one per interval and spent when an edit returns (so the
+// interval is measured from the end of one edit to the start of the next,
+// as Slack sees them), and never runs two edits of one message at once.
 type editPacer struct {
 	interval time.Duration
+	burst    int
 	// started is when this adapter started. A message it has not edited yet
 	// may have been edited by the previous bot process just before a
-	// restart, so the pacer counts the start as that message's last edit.
+	// restart, burst and all, so the pacer counts a whole burst spent at
+	// the start for such a message.
 	started time.Time
 	mu      sync.Mutex
 	paces   map[string]pace.Bucket // message key → its edits, spent at their ends
 	busy    map[string]chan struct{}
 }
 
-func newEditPacer(interval time.Duration) *editPacer {
-	return &editPacer{interval: interval, started: time.Now(), paces: map[string]pace.Bucket{}, busy: map[string]chan struct{}{}}
+func newEditPacer(interval time.Duration, burst int) *editPacer {
+	return &editPacer{interval: interval, burst: max(burst, 1), started: time.Now(), paces: map[string]pace.Bucket{}, busy: map[string]chan struct{}{}}
 }
 
 // bucketLocked is key's pace, new ones counting the adapter's start.
 func (p *editPacer) bucketLocked(key string) pace.Bucket {
 	b, ok := p.paces[key]
 	if !ok {
-		b = pace.NewBucket(p.interval, 1)
-		b.Spend(p.started)
+		b = pace.NewBucket(p.interval, p.burst)
+		for range p.burst {
+			b.Spend(p.started)
+		}
 	}
 	return b
+}
+
+// posted records that this adapter posted message key, so no earlier
+// process can have edited it: its bucket starts full. (Once a whole burst
+// has refilled since the start, unseen messages start full anyway.)
+func (p *editPacer) posted(key string) {
+	if time.Since(p.started) >= time.Duration(p.burst)*p.interval {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.paces[key]; !ok {
+		p.paces[key] = pace.NewBucket(p.interval, p.burst)
+		p.gcLocked()
+	}
 }
 
 // begin waits until key may be edited and marks it busy; the returned

@@ -82,7 +82,7 @@ func TestUpdateBudgetWindow(t *testing.T) {
 func TestEditPacer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p := newEditPacer(100 * time.Millisecond)
+	p := newEditPacer(100*time.Millisecond, 1)
 	end, err := p.begin(ctx, "m1")
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +101,50 @@ func TestEditPacer(t *testing.T) {
 	}
 	if gap := time.Since(ended); gap < 100*time.Millisecond {
 		t.Fatalf("second edit of m1 began %v after the first ended", gap)
+	}
+	end()
+}
+
+// TestEditPacerBurst: a message takes up to burst edits back to back, then
+// waits; other messages have buckets of their own; a message the adapter
+// has not edited since it started counts a whole burst spent at the start
+// (the previous process may just have spent it). Intervals are an hour,
+// and a cancelled context answers "not now" at once, so nothing depends
+// on timing.
+func TestEditPacerBurst(t *testing.T) {
+	ctx := context.Background()
+	now, cancel := context.WithCancel(ctx)
+	cancel() // begin with it succeeds only if an edit may start now
+	p := newEditPacer(time.Hour, 3)
+	if _, err := p.begin(now, "fresh"); err == nil {
+		t.Fatal("a message unseen since the start was edited at once; the previous process may have spent its burst")
+	}
+	p.posted("mine") // posted by this process: nobody else edited it
+	for i := range 3 {
+		end, err := p.begin(now, "mine")
+		if err != nil {
+			t.Fatalf("edit %d of a message this process posted: %v", i+1, err)
+		}
+		end()
+	}
+	p.started = time.Now().Add(-4 * time.Hour) // long after any restart
+	for i := range 3 {
+		end, err := p.begin(now, "m1")
+		if err != nil {
+			t.Fatalf("edit %d of a burst of 3: %v", i+1, err)
+		}
+		end()
+	}
+	if _, err := p.begin(now, "m1"); err == nil {
+		t.Fatal("a fourth edit went out within the interval after a burst of 3")
+	}
+	end, err := p.begin(now, "m2")
+	if err != nil {
+		t.Fatalf("another message waited for m1's bucket: %v", err)
+	}
+	// While m2's edit runs, a second edit of m2 waits for it, bucket or not.
+	if _, err := p.begin(now, "m2"); err == nil {
+		t.Fatal("two edits of one message ran at once")
 	}
 	end()
 }

@@ -25,6 +25,7 @@ const (
 // Defaults for zero Config fields.
 const (
 	DefaultEditInterval          = 1500 * time.Millisecond
+	DefaultEditBurst             = 4
 	DefaultUpdateBudgetPerMinute = 50
 	DefaultFileUploadThreshold   = 12000
 	DefaultListenAddr            = ":3000"
@@ -69,9 +70,16 @@ type Config struct {
 	// "http://127.0.0.1:PORT/api/". It must end in "/" because the client
 	// appends method names to it.
 	APIURL string
-	// EditInterval is the least time between two edits of one message,
-	// default 1.5 s.
+	// EditInterval and EditBurst pace the edits of one message: up to
+	// EditBurst edits back to back after a quiet spell, then one per
+	// EditInterval (a token bucket, refilled one edit per EditInterval,
+	// measured from the end of an edit). Defaults 1.5 s and 4: the status
+	// post and a few quick tool calls after it show as they happen, the
+	// turn's last edit does not wait out an interval, and a busy message
+	// still averages one edit per EditInterval. UpdateBudgetPerMinute caps
+	// the edits of all messages together.
 	EditInterval time.Duration
+	EditBurst    int
 	// UpdateBudgetPerMinute caps chat.update calls per minute across the
 	// workspace, default 50 (Slack's Tier 3).
 	UpdateBudgetPerMinute int
@@ -94,6 +102,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.EditInterval == 0 {
 		c.EditInterval = DefaultEditInterval
+	}
+	if c.EditBurst == 0 {
+		c.EditBurst = DefaultEditBurst
 	}
 	if c.UpdateBudgetPerMinute == 0 {
 		c.UpdateBudgetPerMinute = DefaultUpdateBudgetPerMinute
@@ -134,8 +145,8 @@ func (c Config) Validate() error {
 	if c.APIURL != "" && !strings.HasSuffix(c.APIURL, "/") {
 		bad("APIURL %q must end in \"/\"", c.APIURL)
 	}
-	if c.EditInterval < 0 || c.UpdateBudgetPerMinute < 0 || c.FileUploadThreshold < 0 {
-		bad("EditInterval, UpdateBudgetPerMinute and FileUploadThreshold must not be negative (zero means the default)")
+	if c.EditInterval < 0 || c.EditBurst < 0 || c.UpdateBudgetPerMinute < 0 || c.FileUploadThreshold < 0 {
+		bad("EditInterval, EditBurst, UpdateBudgetPerMinute and FileUploadThreshold must not be negative (zero means the default)")
 	}
 	if !strings.HasPrefix(c.SlashCommand, "/") || strings.ContainsAny(c.SlashCommand, " \t") {
 		bad("SlashCommand %q must be one word starting with \"/\"", c.SlashCommand)

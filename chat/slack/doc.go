@@ -9,6 +9,7 @@
 // handling, ack within 3 s then work on a goroutine), conversion of neutral
 // cards to Block Kit within Slack's limits (ToBlocks), Markdown to mrkdwn
 // (Mrkdwn), splitting long answers (SplitMessages) or uploading them as a
-// file, and pacing chat.update within the workspace's rate budget.
+// file, naming users by their display names (users.info, cached), and
+// pacing chat.update within the workspace's rate budget.
 // Sessions, commands, approvals and progress live in package chat.
 package slack

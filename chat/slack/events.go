@@ -101,7 +101,7 @@ func (a *Adapter) onUserMessage(ctx context.Context, in incoming) error {
 	return a.core.HandleMessage(ctx, a, chat.Message{
 		EventID: key,
 		Thread:  th,
-		User:    chat.User{ID: in.user},
+		User:    a.user(ctx, in.user, ""),
 		Text:    stripMention(in.text, a.identity().UserID),
 		Admin:   a.isApprover(in.user),
 	})

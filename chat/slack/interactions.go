@@ -72,25 +72,27 @@ func (a *Adapter) clickThread(cb slackgo.InteractionCallback) chat.Thread {
 	return a.thread(cb.Team.ID, channel, thread)
 }
 
-func clickUser(cb slackgo.InteractionCallback) chat.User {
+// clickUser is who clicked, shared or submitted, named by their display
+// name (the payload's username if Slack cannot say).
+func (a *Adapter) clickUser(ctx context.Context, cb slackgo.InteractionCallback) chat.User {
 	name := cb.User.Name
 	if name == "" {
 		name = cb.User.Username
 	}
-	return chat.User{ID: cb.User.ID, Name: name}
+	return a.user(ctx, cb.User.ID, name)
 }
 
 // onButton turns a button click into a chat.Action. Reject first asks for
 // an optional reason in a modal; the submission completes the action.
 func (a *Adapter) onButton(ctx context.Context, cb slackgo.InteractionCallback, act *slackgo.BlockAction) error {
 	th := a.clickThread(cb)
-	user := clickUser(cb)
 	reply := func(ctx context.Context, text string) error {
-		return a.ephemeral(ctx, th.Channel, th.Thread, user.ID, text)
+		return a.ephemeral(ctx, th.Channel, th.Thread, cb.User.ID, text)
 	}
-	if !a.allowedUser(user.ID) {
+	if !a.allowedUser(cb.User.ID) {
 		return reply(ctx, "You are not on this bot's list of allowed users.")
 	}
+	user := a.clickUser(ctx, cb)
 	id := ActionIDOf(act.ActionID)
 	action := chat.Action{ID: id, Value: act.Value, User: user, Thread: th, Reply: reply}
 	if d, ok := a.core.(decider); ok && id == chat.ActionReject {
@@ -159,7 +161,7 @@ func (a *Adapter) onRejectSubmit(ctx context.Context, cb slackgo.InteractionCall
 		reason = strings.TrimSpace(cb.View.State.Values[reasonBlock][reasonAction].Value)
 	}
 	th := a.thread(meta.Team, meta.Channel, meta.Thread)
-	user := clickUser(cb)
+	user := a.clickUser(ctx, cb)
 	return a.core.HandleAction(ctx, a, chat.Action{
 		ID: chat.ActionReject, Value: meta.Value, Reason: reason, User: user, Thread: th,
 		Reply: func(ctx context.Context, text string) error {
@@ -172,10 +174,10 @@ func (a *Adapter) onRejectSubmit(ctx context.Context, cb slackgo.InteractionCall
 // used on.
 func (a *Adapter) onForkShortcut(ctx context.Context, cb slackgo.InteractionCallback) error {
 	th := a.clickThread(cb)
-	user := clickUser(cb)
-	if !a.allowedUser(user.ID) {
+	if !a.allowedUser(cb.User.ID) {
 		return a.respond(ctx, cb.ResponseURL, chat.Reply{Text: "You are not on this bot's list of allowed users.", Ephemeral: true})
 	}
+	user := a.clickUser(ctx, cb)
 	cmd, _, err := chat.ParseCommand("/" + chat.CmdFork)
 	if err != nil {
 		return err
@@ -265,7 +267,7 @@ func (a *Adapter) onSlashCommand(ctx context.Context, sc slackgo.SlashCommand) e
 			cmd.Name, cmd.Name, sc.Command, cmd.Name, sc.Command))
 	}
 	th := a.thread(sc.TeamID, channel, ts)
-	user := chat.User{ID: sc.UserID, Name: sc.UserName}
+	user := a.user(ctx, sc.UserID, sc.UserName)
 	r, err := a.core.HandleCommand(ctx, a, th, user, cmd)
 	return a.deliver(ctx, th, sc.ResponseURL, r, err)
 }

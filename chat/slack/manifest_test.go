@@ -20,6 +20,7 @@ var (
 		"groups:history",    // message.groups, conversations.replies in private channels
 		"im:history",        // message.im
 		"mpim:history",      // message.mpim
+		"users:read",        // users.info: display names
 	}
 	usedEvents = []string{"app_mention", "message.channels", "message.groups", "message.im", "message.mpim"}
 )

@@ -71,6 +71,9 @@ func (a *Adapter) post(ctx context.Context, th chat.Thread, text string, blocks 
 		_, ts, err = a.api.PostMessageContext(ctx, th.Channel, opts...)
 		return err
 	})
+	if err == nil {
+		a.pacer.posted(th.Channel + "/" + ts)
+	}
 	if err == nil && th.Thread != "" {
 		a.threads.set(th, true) // the bot has replied here: a session thread
 	}

@@ -80,7 +80,7 @@ func New(ctx context.Context, c client.Client, cfg *config.Config, opts Options,
 		if opts.Slack != nil {
 			opts.Slack(&sc)
 		}
-		a, err := slack.New(sc, log.With("platform", slack.Platform))
+		a, err := slack.New(sc, log) // the adapter tags its records with its platform
 		if err != nil {
 			return nil, fmt.Errorf("bot: slack: %w", err)
 		}
@@ -94,7 +94,7 @@ func New(ctx context.Context, c client.Client, cfg *config.Config, opts Options,
 		if opts.Discord != nil {
 			opts.Discord(&dc)
 		}
-		a, err := discord.New(dc, log.With("platform", discord.Platform))
+		a, err := discord.New(dc, log) // the adapter tags its records with its platform
 		if err != nil {
 			return nil, fmt.Errorf("bot: discord: %w", err)
 		}

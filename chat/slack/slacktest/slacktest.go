@@ -30,8 +30,9 @@ import (
 )
 
 // Options tune the environment. Zero values give a Socket Mode adapter with
-// fast edits (EditInterval 50 ms) and a fake that records chat.update
-// budget violations against the same interval and the adapter's budget.
+// fast edits (EditInterval 100 ms, bursts of slack.DefaultEditBurst) and a
+// fake that records chat.update budget violations against a per-message
+// pace of at most that (50 ms, the same burst) and the adapter's budget.
 type Options struct {
 	// Config changes the adapter configuration after the defaults (tokens
 	// and APIURL pointing at the fake) are filled in.
@@ -61,6 +62,9 @@ func New(t testing.TB, opts Options) *Env {
 	if opts.Fake.MinUpdateInterval == 0 {
 		opts.Fake.MinUpdateInterval = 50 * time.Millisecond
 	}
+	if opts.Fake.UpdateBurst == 0 {
+		opts.Fake.UpdateBurst = slack.DefaultEditBurst
+	}
 	fake := fakeslack.New(opts.Fake)
 	t.Cleanup(fake.Close)
 	fo := fake.Options()
@@ -71,6 +75,7 @@ func New(t testing.TB, opts Options) *Env {
 		APIURL:        fake.URL(),
 		ListenAddr:    "127.0.0.1:0",
 		EditInterval:  fo.MinUpdateInterval,
+		EditBurst:     fo.UpdateBurst,
 	}
 	if cfg.EditInterval < 100*time.Millisecond {
 		cfg.EditInterval = 100 * time.Millisecond

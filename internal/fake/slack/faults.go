@@ -25,14 +25,18 @@ func (s *Server) RateLimit(method string, retryAfter, times int) {
 
 // budget tracks chat.update calls for the rate budget checks.
 type budget struct {
-	window []time.Time          // workspace-wide calls in the last minute
-	last   map[string]time.Time // channel/ts → last update
+	window []time.Time // workspace-wide calls in the last minute
+	// full is, per channel/ts, when that message's bucket of UpdateBurst
+	// updates would be full again (a generic cell rate algorithm: each
+	// update adds MinUpdateInterval to it).
+	full map[string]time.Time
 }
 
 // budgetLocked accounts one chat.update on channel/ts. It records a
 // violation when the workspace made more than UpdatesPerMinute updates in
-// the last minute, or when the message was updated sooner than
-// MinUpdateInterval after its previous update. With RateLimitOverBudget it
+// the last minute, or when the message had no update left in its bucket
+// (more than UpdateBurst updates back to back, or more than one per
+// MinUpdateInterval after them). With RateLimitOverBudget it
 // answers 429 instead of accepting an over-budget call. A zero result means
 // the call may proceed.
 func (s *Server) budgetLocked(channel, ts string, now time.Time) result {
@@ -57,14 +61,26 @@ func (s *Server) budgetLocked(channel, ts string, now time.Time) result {
 	}
 	b.window = append(b.window, now)
 	key := channel + "/" + ts
-	if last, ok := b.last[key]; ok && s.opts.MinUpdateInterval > 0 {
-		if gap := now.Sub(last); gap < s.opts.MinUpdateInterval {
+	if iv := s.opts.MinUpdateInterval; iv > 0 {
+		full := b.full[key]
+		// The bucket has a token when it is at most UpdateBurst-1
+		// intervals from full.
+		next := full.Add(-time.Duration(s.opts.UpdateBurst-1) * iv)
+		if now.Before(next) {
 			s.viols = append(s.viols, Violation{
 				Kind: "per_message", Channel: channel, TS: ts, At: now,
-				Detail: fmt.Sprintf("updated %v after the previous update (minimum %v)", gap, s.opts.MinUpdateInterval),
+				Detail: fmt.Sprintf("updated %v before the message had an update left (it may take %d back to back, then one per %v)",
+					next.Sub(now), s.opts.UpdateBurst, iv),
 			})
 		}
+		b.full[key] = later(full, now).Add(iv)
 	}
-	b.last[key] = now
 	return result{}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

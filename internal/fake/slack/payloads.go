@@ -183,7 +183,7 @@ func URLVerification(challenge string) json.RawMessage {
 }
 
 func (s *Server) userJSON(id string) map[string]any {
-	name := strings.ToLower(id)
+	name := s.handleLocked(id)
 	return map[string]any{"id": id, "username": name, "name": name, "team_id": s.opts.TeamID}
 }
 
@@ -372,7 +372,7 @@ func (s *Server) slashPayload(c SlashCommand) map[string]string {
 	defer s.mu.Unlock()
 	return map[string]string{
 		"token": verificationToken, "team_id": s.opts.TeamID, "team_domain": s.opts.TeamDomain,
-		"channel_id": c.Channel, "channel_name": c.ChannelName, "user_id": c.User, "user_name": strings.ToLower(c.User),
+		"channel_id": c.Channel, "channel_name": c.ChannelName, "user_id": c.User, "user_name": s.handleLocked(c.User),
 		"command": c.Command, "text": c.Text, "api_app_id": s.opts.AppID, "is_enterprise_install": "false",
 		"response_url": s.responseURLLocked(), "trigger_id": s.newTriggerLocked(),
 	}

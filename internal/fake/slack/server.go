@@ -4,7 +4,7 @@
 //
 // It serves the Web API methods sandbot uses (auth.test, chat.postMessage,
 // chat.update, chat.postEphemeral, chat.getPermalink, views.open, files
-// upload v2, conversations.replies) under URL(), Socket Mode
+// upload v2, conversations.replies, users.info) under URL(), Socket Mode
 // (apps.connections.open, then a websocket with hello, pings, envelopes and
 // acks), response_url webhooks, and helpers that sign HTTP-mode requests.
 //
@@ -49,9 +49,15 @@ type Options struct {
 	// UpdatesPerMinute is the workspace-wide chat.update budget (Tier 3).
 	// Default 50.
 	UpdatesPerMinute int
-	// MinUpdateInterval is the least time between two chat.update calls on
-	// one message before it counts as a violation. Zero: not checked.
+	// MinUpdateInterval and UpdateBurst are the per-message pace of
+	// chat.update: a message may take UpdateBurst updates back to back,
+	// then one more per MinUpdateInterval (a token bucket, refilled one
+	// update per MinUpdateInterval). An update beyond that counts as a
+	// violation. Zero MinUpdateInterval: not checked.
 	MinUpdateInterval time.Duration
+	// UpdateBurst defaults to DefaultUpdateBurst; 1 makes every update of
+	// a message keep MinUpdateInterval from the one before.
+	UpdateBurst int
 	// RateLimitOverBudget makes chat.update answer 429 (as Slack would)
 	// instead of only recording a violation when the per-minute budget is
 	// exceeded.
@@ -60,7 +66,16 @@ type Options struct {
 	// Slack: 3 s). Zero: triggers do not expire, so tests never depend on
 	// timing.
 	TriggerTTL time.Duration
+	// Users are the workspace's members that users.info knows; it answers
+	// user_not_found for anyone else. Payloads naming a known user carry
+	// its Name as the username.
+	Users []User
 }
+
+// DefaultUpdateBurst is the per-message burst of chat.update the fake
+// accepts unless Options.UpdateBurst says otherwise: the short burst
+// sandbot's Slack adapter allows itself (chat/slack DefaultEditBurst).
+const DefaultUpdateBurst = 4
 
 func (o *Options) defaults() {
 	def := func(p *string, v string) {
@@ -86,6 +101,9 @@ func (o *Options) defaults() {
 	if o.UpdatesPerMinute <= 0 {
 		o.UpdatesPerMinute = 50
 	}
+	if o.UpdateBurst <= 0 {
+		o.UpdateBurst = DefaultUpdateBurst
+	}
 }
 
 // Server is a fake Slack workspace. All methods are safe for concurrent use.
@@ -108,6 +126,7 @@ type Server struct {
 	budget  budget
 	viols   []Violation
 	conns   map[int]*wsConn
+	users   map[string]User
 	nconn   int
 	opened  int
 	closed  bool
@@ -125,7 +144,11 @@ func New(opts Options) *Server {
 		trigs:   map[string]time.Time{},
 		faults:  map[string][]Fault{},
 		conns:   map[int]*wsConn{},
-		budget:  budget{last: map[string]time.Time{}},
+		budget:  budget{full: map[string]time.Time{}},
+		users:   map[string]User{},
+	}
+	for _, u := range opts.Users {
+		s.users[u.ID] = u
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/{method}", s.serveAPI)

@@ -194,6 +194,8 @@ func (s *Server) dispatchLocked(method string, req request, now time.Time) resul
 		return s.completeUploadLocked(req, now)
 	case "conversations.replies":
 		return s.repliesLocked(req)
+	case "users.info":
+		return s.usersInfoLocked(req)
 	}
 	return errResult("unknown_method")
 }

@@ -3,6 +3,7 @@ package fakeslack
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -206,7 +207,7 @@ func TestRateLimitFault(t *testing.T) {
 }
 
 func TestUpdateBudget(t *testing.T) {
-	s, api := newClient(t, Options{UpdatesPerMinute: 3, MinUpdateInterval: time.Hour})
+	s, api := newClient(t, Options{UpdatesPerMinute: 3, MinUpdateInterval: time.Hour, UpdateBurst: 1})
 	ctx := testCtx(t)
 	_, ts, err := api.PostMessageContext(ctx, "C0001", slack.MsgOptionText("v", false))
 	if err != nil {
@@ -250,6 +251,81 @@ func TestUpdateBudget(t *testing.T) {
 	}
 	if len(s2.Snapshot().Violations) != 0 {
 		t.Fatal("a refused update counted as a violation")
+	}
+}
+
+// TestUpdateBurst: a message may take UpdateBurst updates back to back;
+// the next one before a MinUpdateInterval has passed is a violation, and
+// each message has a bucket of its own.
+func TestUpdateBurst(t *testing.T) {
+	s, api := newClient(t, Options{MinUpdateInterval: time.Hour, UpdateBurst: 3})
+	ctx := testCtx(t)
+	_, ts, _ := api.PostMessageContext(ctx, "C0001", slack.MsgOptionText("v", false))
+	_, other, _ := api.PostMessageContext(ctx, "C0001", slack.MsgOptionText("w", false))
+	update := func(ts, text string) {
+		t.Helper()
+		if _, _, _, err := api.UpdateMessageContext(ctx, "C0001", ts, slack.MsgOptionText(text, false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		update(ts, fmt.Sprint(i))
+	}
+	if v := s.Snapshot().Violations; len(v) != 0 {
+		t.Fatalf("3 updates within a burst of 3: violations %+v", v)
+	}
+	update(other, "x") // another message's bucket is full
+	update(ts, "4")
+	v := s.Snapshot().Violations
+	if len(v) != 1 || v[0].Kind != "per_message" || v[0].TS != ts || !strings.Contains(v[0].Detail, "3 back to back") {
+		t.Fatalf("violations after a fourth quick update = %+v", v)
+	}
+	d := New(Options{})
+	t.Cleanup(d.Close)
+	if got := d.Options().UpdateBurst; got != DefaultUpdateBurst {
+		t.Errorf("default UpdateBurst = %d, want %d", got, DefaultUpdateBurst)
+	}
+}
+
+// TestUsersInfo: users.info describes the members the options list, checks
+// the token like every method, and knows nobody else; payloads carry a
+// known member's handle as the username.
+func TestUsersInfo(t *testing.T) {
+	s, api := newClient(t, Options{Users: []User{
+		{ID: "U0ALICE", Name: "alice", RealName: "Alice Liddell", DisplayName: "Alice"},
+		{ID: "U0BOB", RealName: "Robert Paulsen"},
+	}})
+	ctx := testCtx(t)
+	u, err := api.GetUserInfoContext(ctx, "U0ALICE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.ID != "U0ALICE" || u.TeamID != "T0001" || u.Name != "alice" || u.RealName != "Alice Liddell" ||
+		u.Profile.DisplayName != "Alice" || u.Profile.RealName != "Alice Liddell" {
+		t.Fatalf("users.info U0ALICE = %+v", u)
+	}
+	if u, err := api.GetUserInfoContext(ctx, "U0BOB"); err != nil || u.Name != "u0bob" || u.Profile.DisplayName != "" || u.Profile.RealName != "Robert Paulsen" {
+		t.Fatalf("users.info U0BOB = %+v, %v", u, err)
+	}
+	if _, err := api.GetUserInfoContext(ctx, "U0NOBODY"); slackErr(err) != "user_not_found" {
+		t.Fatalf("unknown user: err = %v, want user_not_found", err)
+	}
+	bad := slack.New("xoxb-wrong", slack.OptionAPIURL(s.URL()))
+	if _, err := bad.GetUserInfoContext(ctx, "U0ALICE"); slackErr(err) != "invalid_auth" {
+		t.Fatalf("wrong token: err = %v, want invalid_auth", err)
+	}
+	if calls := s.Snapshot().AllCallsTo("users.info"); len(calls) != 4 || calls[0].Form.Get("user") != "U0ALICE" {
+		t.Fatalf("users.info calls recorded: %+v", calls)
+	}
+	s.SetUser(User{ID: "U0BOB", RealName: "Robert Paulsen", DisplayName: "Bob"})
+	if u, err := api.GetUserInfoContext(ctx, "U0BOB"); err != nil || u.Profile.DisplayName != "Bob" {
+		t.Fatalf("users.info U0BOB after SetUser = %+v, %v", u, err)
+	}
+	if got := s.slashPayload(SlashCommand{User: "U0ALICE"})["user_name"]; got != "alice" {
+		t.Errorf("slash command user_name = %q, want the handle alice", got)
+	}
+	if got := s.slashPayload(SlashCommand{User: "U0CAROL"})["user_name"]; got != "u0carol" {
+		t.Errorf("slash command user_name of an unlisted user = %q", got)
 	}
 }
 
