@@ -40,6 +40,9 @@ type Message struct {
 	User    User
 	// Text has the bot mention removed and surrounding space trimmed.
 	Text string
+	// Ref is the message itself (Slack ts, Discord message ID), for the
+	// reactions that show its turn's state; "" where there is none.
+	Ref string
 	// Admin is true when the platform says the user may act for everyone
 	// (for example a configured approver role); the workflow checks again.
 	Admin bool
@@ -138,3 +141,19 @@ type Handler interface {
 }
 
 var _ Handler = (*Core)(nil)
+
+// Reactions the core puts on a user's message: working while its turn
+// runs, then how it ended.
+const (
+	ReactionWorking = "👀"
+	ReactionDone    = "✅"
+	ReactionFailed  = "❌"
+	ReactionStopped = "⏹️"
+)
+
+// Reactor is an optional Poster capability: react to a message (Slack
+// reactions, Discord reactions) with one of the Reaction* emoji.
+type Reactor interface {
+	React(ctx context.Context, th Thread, ref, emoji string) error
+	Unreact(ctx context.Context, th Thread, ref, emoji string) error
+}

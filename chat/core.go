@@ -214,7 +214,7 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 	defer cancel()
-	req := session.MessageRequest{EventID: m.EventID, User: m.User, Text: text}
+	req := session.MessageRequest{EventID: m.EventID, User: m.User, Text: text, Ref: m.Ref}
 	if model, rest, ok := cutModel(text); ok {
 		if strings.TrimSpace(rest) == "" {
 			c.say(ctx, p, th, "model="+model+" picks the model for a task; add the task after it, or use /model "+model+".")
@@ -238,6 +238,11 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 	}
 	c.log.Info("message sent", "workflow_id", th.ID(), "event_id", m.EventID, "turn", resp.Turn,
 		"duplicate", resp.Duplicate, "queued", resp.Queued)
+	if r, ok := p.(Reactor); ok && m.Ref != "" && !resp.Duplicate {
+		if err := r.React(ctx, th, m.Ref, ReactionWorking); err != nil {
+			c.log.Warn("react to the message", "workflow_id", th.ID(), "err", err)
+		}
+	}
 	// A duplicate resumes watching only if nobody watches its turn here;
 	// watch is idempotent and a finished turn with both refs recorded ends
 	// the watcher at its first poll.

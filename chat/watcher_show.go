@@ -230,6 +230,7 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 		// after the answer was posted): nothing to add.
 		return
 	}
+	defer w.markMessages(ctx, ts)
 	quiet := v.ref == "" && len(ts.ToolCalls) == 0 && len(ts.Notices) == 0 && ts.Status == session.StatusComplete
 	if !quiet {
 		// A turn that answered before its card was ever shown needs no
@@ -329,6 +330,7 @@ func (w *watcher) missed(ctx context.Context, v *view, next session.TurnState) {
 	if v.last.FinalRef == "" {
 		w.catchUp(ctx, v.turn, v.turn+1)
 	}
+	w.markMessages(ctx, st)
 }
 
 // catchUp posts the answers of turns [from, to) that this watcher never
@@ -365,4 +367,28 @@ func lastAnswer(hist []session.HistoryEntry, t int) string {
 		}
 	}
 	return ""
+}
+
+// markMessages swaps the working reaction on the turn's messages for how
+// the turn ended.
+func (w *watcher) markMessages(ctx context.Context, ts session.TurnState) {
+	r, ok := w.p.(Reactor)
+	if !ok || len(ts.MessageRefs) == 0 {
+		return
+	}
+	end := ReactionDone
+	switch {
+	case ts.Stopped:
+		end = ReactionStopped
+	case ts.Status == session.StatusFailed:
+		end = ReactionFailed
+	}
+	for _, ref := range ts.MessageRefs {
+		if err := r.Unreact(ctx, w.th, ref, ReactionWorking); err != nil {
+			w.log.Warn("watcher: remove the working reaction", "turn", ts.Turn, "err", err)
+		}
+		if err := r.React(ctx, w.th, ref, end); err != nil {
+			w.log.Warn("watcher: react with the turn's end", "turn", ts.Turn, "err", err)
+		}
+	}
 }

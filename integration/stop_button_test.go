@@ -18,7 +18,7 @@ import (
 func TestSlackStopButton(t *testing.T) {
 	e := newSlackEnv(t, slackOptions{})
 	e.s.model.Push(fakeopenai.ToolCallStep("c1", "shell", shell("touch should-not-exist")))
-	th, _ := e.mention(slackAlice, "make a file")
+	th, sent := e.mention(slackAlice, "make a file")
 	ref := e.statusRef(th, 1)
 	e.approvalButtons(ref)
 	var stop *string
@@ -55,6 +55,9 @@ func TestSlackStopButton(t *testing.T) {
 	if _, ok := workspaceFile(t, e.s, th, "should-not-exist"); ok {
 		t.Fatal("the command of the stopped turn ran")
 	}
+	e.waitMessage(sent.Message.TS, "the stopped reaction", func(m fakeslack.Message) bool {
+		return len(m.Reactions) == 1 && m.Reactions[0] == "black_square_for_stop"
+	})
 }
 
 func TestDiscordStopButton(t *testing.T) {
@@ -85,5 +88,20 @@ func TestDiscordStopButton(t *testing.T) {
 		if m.ID != ref && strings.Contains(m.Content+m.EmbedText(), "Stopped") {
 			t.Fatalf("a public message repeats the stop: %q", m.Content)
 		}
+	}
+}
+
+// The user's message carries the turn's state: 👀 while it runs, then ✅,
+// or ⏹️ for a stopped turn.
+func TestSlackReactionsShowTheTurn(t *testing.T) {
+	e := newSlackEnv(t, slackOptions{stack: []stackOption{slackNoApprovals}})
+	e.s.model.Push(fakeopenai.FinalStep("Hello."))
+	th, sent := e.mention(slackAlice, "say hello")
+	e.waitDone(th, 1)
+	e.waitMessage(sent.Message.TS, "the done reaction", func(m fakeslack.Message) bool {
+		return len(m.Reactions) == 1 && m.Reactions[0] == "white_check_mark"
+	})
+	if calls := e.f.Snapshot().CallsTo("reactions.add"); len(calls) != 2 || calls[0].Form.Get("name") != "eyes" {
+		t.Fatalf("reactions.add calls: %d (first %q), want eyes then the end", len(calls), calls[0].Form.Get("name"))
 	}
 }

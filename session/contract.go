@@ -129,6 +129,10 @@ type MessageRequest struct {
 	// channel's default): the worker clones it before the turn. A session
 	// that has one already ignores it.
 	Repo *RepoSpec `json:"repo,omitempty"`
+	// Ref is the chat message itself (Slack ts, Discord message ID), so the
+	// bot can mark it when its turn ends. Not signed: it only says where a
+	// reaction goes.
+	Ref string `json:"ref,omitempty"`
 	// Model is a model the message picked (model=NAME), for this turn and
 	// the ones after; it must be one the worker offers.
 	Model string `json:"model,omitempty"`

@@ -126,6 +126,9 @@ type TurnState struct {
 	// not posted yet: a bot must still post it. Only sessions run by
 	// builds that keep the watch lease set it.
 	AwaitingPost bool `json:"awaiting_post,omitempty"`
+	// MessageRefs are the chat messages this turn answers (see
+	// MessageRequest.Ref).
+	MessageRefs []string `json:"message_refs,omitempty"`
 	// ApprovalNoticed is the pending call whose approvers a bot told with
 	// a new message (ChatRefApprovalNotice), so no other replica, and no
 	// restarted bot, tells them again.

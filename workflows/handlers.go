@@ -116,7 +116,7 @@ func (s *sessionRun) onMessage(ctx workflow.Context, req session.MessageRequest)
 	if req.Model != "" {
 		s.st.Model = req.Model // validated; the next turn to start takes it
 	}
-	s.st.Queue = append(s.st.Queue, QueuedMessage{EventID: req.EventID, User: req.User, Text: req.Text, At: workflow.Now(ctx)})
+	s.st.Queue = append(s.st.Queue, QueuedMessage{EventID: req.EventID, User: req.User, Text: req.Text, At: workflow.Now(ctx), Ref: req.Ref})
 	// A new message ends a pause: the user wants an answer.
 	s.st.Paused = false
 	s.pauseRequested = false

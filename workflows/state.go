@@ -100,6 +100,8 @@ type QueuedMessage struct {
 	User    session.User `json:"user"`
 	Text    string       `json:"text"`
 	At      time.Time    `json:"at"`
+	// Ref is the chat message (see session.MessageRequest.Ref).
+	Ref string `json:"ref,omitempty"`
 }
 
 // SeenEvent maps a processed event ID to its turn.

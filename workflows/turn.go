@@ -32,6 +32,9 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 	s.st.Last = session.TurnState{Turn: s.st.Turn, Status: session.StatusThinking, Backend: s.st.Backend, StartedAt: now, Previous: prev}
 	multi := len(batch) > 1
 	for _, m := range batch {
+		if m.Ref != "" && len(s.st.Last.MessageRefs) < maxMessageRefs {
+			s.st.Last.MessageRefs = append(s.st.Last.MessageRefs, m.Ref)
+		}
 		s.st.remember(m.EventID, s.st.Turn)
 		content := m.Text
 		if multi || (m.User.ID != "" && m.User.ID != s.st.Owner.ID) {
@@ -656,3 +659,6 @@ func speaker(u, owner session.User) string {
 	}
 	return name
 }
+
+// maxMessageRefs bounds the messages a turn's state names for reactions.
+const maxMessageRefs = 20

@@ -103,6 +103,7 @@ func (a *Adapter) onUserMessage(ctx context.Context, in incoming) error {
 		Thread:  th,
 		User:    a.user(ctx, in.user, ""),
 		Text:    stripMention(in.text, a.identity().UserID),
+		Ref:     in.ts,
 		Admin:   a.isApprover(in.user),
 	})
 }

@@ -21,6 +21,7 @@ var (
 		"im:history",        // message.im
 		"mpim:history",      // message.mpim
 		"users:read",        // users.info: display names
+		"reactions:write",   // reactions.add, reactions.remove
 	}
 	usedEvents = []string{"app_mention", "message.channels", "message.groups", "message.im", "message.mpim"}
 )

@@ -239,3 +239,44 @@ func (a *Adapter) respond(ctx context.Context, responseURL string, r chat.Reply)
 		return slackgo.PostWebhookContext(ctx, responseURL, msg)
 	})
 }
+
+// slackEmoji names the reactions the core uses (chat.Reaction*) as Slack
+// does; Slack's API takes names, not characters.
+var slackEmoji = map[string]string{
+	chat.ReactionWorking: "eyes",
+	chat.ReactionDone:    "white_check_mark",
+	chat.ReactionFailed:  "x",
+	chat.ReactionStopped: "black_square_for_stop",
+}
+
+// React implements chat.Reactor with reactions.add on the user's message
+// (ref is its ts). Reacting twice is not an error.
+func (a *Adapter) React(ctx context.Context, th chat.Thread, ref, emoji string) error {
+	name, ok := slackEmoji[emoji]
+	if !ok {
+		return fmt.Errorf("slack: no Slack name for reaction %q", emoji)
+	}
+	err := a.call(ctx, "reactions.add", func(ctx context.Context) error {
+		return a.api.AddReactionContext(ctx, name, slackgo.ItemRef{Channel: th.Channel, Timestamp: ref})
+	})
+	if err != nil && strings.Contains(err.Error(), "already_reacted") {
+		return nil
+	}
+	return err
+}
+
+// Unreact implements chat.Reactor with reactions.remove; a reaction that
+// is not there is not an error.
+func (a *Adapter) Unreact(ctx context.Context, th chat.Thread, ref, emoji string) error {
+	name, ok := slackEmoji[emoji]
+	if !ok {
+		return fmt.Errorf("slack: no Slack name for reaction %q", emoji)
+	}
+	err := a.call(ctx, "reactions.remove", func(ctx context.Context) error {
+		return a.api.RemoveReactionContext(ctx, name, slackgo.ItemRef{Channel: th.Channel, Timestamp: ref})
+	})
+	if err != nil && strings.Contains(err.Error(), "no_reaction") {
+		return nil
+	}
+	return err
+}

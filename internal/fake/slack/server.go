@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -260,6 +261,7 @@ func (s *Server) snapshotLocked() Snapshot {
 		out := make([]Message, len(ms))
 		for i, m := range ms {
 			out[i] = *m
+			out[i].Reactions = slices.Clone(m.Reactions)
 		}
 		snap.Messages[ch] = out
 	}

@@ -98,6 +98,9 @@ type Message struct {
 	// Updates counts chat.update calls applied to the message.
 	Updates int
 	Updated time.Time
+	// Reactions are the emoji names the bot reacted with
+	// (reactions.add, reactions.remove), in order.
+	Reactions []string
 }
 
 // Blocks decodes the message's blocks with slack-go's types.

@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -196,6 +197,10 @@ func (s *Server) dispatchLocked(method string, req request, now time.Time) resul
 		return s.repliesLocked(req)
 	case "users.info":
 		return s.usersInfoLocked(req)
+	case "reactions.add":
+		return s.reactLocked(req, true)
+	case "reactions.remove":
+		return s.reactLocked(req, false)
 	}
 	return errResult("unknown_method")
 }
@@ -372,4 +377,33 @@ func (s *Server) messageJSON(m *Message) map[string]any {
 		out["files"] = files
 	}
 	return out
+}
+
+// reactLocked is reactions.add and reactions.remove on a message: Slack
+// answers message_not_found, already_reacted, no_reaction and invalid_name
+// as these do.
+func (s *Server) reactLocked(req request, add bool) result {
+	ch, ts, name := req.form.Get("channel"), req.form.Get("timestamp"), req.form.Get("name")
+	if ch == "" || ts == "" {
+		return errResult("no_item_specified")
+	}
+	if name == "" || strings.ContainsAny(name, ": ") {
+		return errResult("invalid_name")
+	}
+	m := s.findLocked(ch, ts)
+	if m == nil {
+		return errResult("message_not_found")
+	}
+	i := slices.Index(m.Reactions, name)
+	switch {
+	case add && i >= 0:
+		return errResult("already_reacted")
+	case add:
+		m.Reactions = append(m.Reactions, name)
+	case i < 0:
+		return errResult("no_reaction")
+	default:
+		m.Reactions = slices.Delete(m.Reactions, i, i+1)
+	}
+	return okResult(map[string]any{})
 }
