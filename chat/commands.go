@@ -140,7 +140,7 @@ func ParseCommand(text string) (cmd Command, ok bool, err error) {
 	if text == "" || (text[0] != '/' && text[0] != '!') {
 		return Command{}, false, nil
 	}
-	bang := text[0] == '!'
+
 	word, rest, _ := strings.Cut(text[1:], " ")
 	if i := strings.IndexAny(word, "\n\t"); i >= 0 {
 		word, rest = word[:i], word[i+1:]+" "+rest
@@ -148,10 +148,12 @@ func ParseCommand(text string) (cmd Command, ok bool, err error) {
 	name := strings.ToLower(word)
 	def, known := lookupCommand(name)
 	if !known {
-		if bang || name == "" || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsLetter(r) && r != '-' }) >= 0 {
+		// "/word" and "!word" alike: an unknown command is answered the
+		// same way however it was typed, never passed to the model.
+		if name == "" || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsLetter(r) && r != '-' }) >= 0 {
 			return Command{}, false, nil
 		}
-		return Command{Name: name}, true, userErrorf("There is no command /%s.", name)
+		return Command{Name: name}, true, userErrorf("There is no command /%s; /help lists them.", name)
 	}
 	args, err := splitArgs(rest)
 	if err != nil {

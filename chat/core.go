@@ -197,7 +197,9 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 	}
 	if cmd, ok, err := ParseCommand(text); ok {
 		if err != nil {
-			c.say(ctx, p, th, err.Error()+"\n\n"+c.helpText())
+			// One short line, the same for every platform and prefix; /help
+			// has the list.
+			c.say(ctx, p, th, err.Error())
 			return nil
 		}
 		r, err := c.HandleCommand(ctx, p, th, m.User, cmd)

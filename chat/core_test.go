@@ -93,7 +93,7 @@ func TestHandleMessageCommands(t *testing.T) {
 		TurnStateFn: (&script{states: []session.TurnState{done(3, 9, "x")}}).next}
 	c := newTestCore(t, f, newAutoClock(), nil)
 	p := &recPoster{}
-	for _, text := range []string{"/stop", "/nonsense", "/help", "!stop"} {
+	for _, text := range []string{"/stop", "/nonsense", "/help", "!stop", "!nonsense"} {
 		if err := c.HandleMessage(context.Background(), p, msg("e-"+text, text)); err != nil {
 			t.Fatal(err)
 		}
@@ -102,8 +102,9 @@ func TestHandleMessageCommands(t *testing.T) {
 		t.Errorf("calls = %q: commands must not reach the agent", f.Calls())
 	}
 	got := texts(p)
-	if len(got) != 4 || got[0] != "Stopped turn 3." || !strings.Contains(got[1], "There is no command /nonsense.") ||
-		!strings.Contains(got[1], "/fork") || !strings.Contains(got[2], "/destroy confirm") {
+	// An unknown command gets the same one line however it was typed.
+	if len(got) != 5 || got[0] != "Stopped turn 3." || got[1] != "There is no command /nonsense; /help lists them." ||
+		!strings.Contains(got[2], "/destroy confirm") || got[4] != got[1] {
 		t.Errorf("replies = %q", got)
 	}
 }

@@ -413,9 +413,12 @@ func (f *Sessions) RecordChatRef(_ context.Context, id string, req session.ChatR
 		f.posted[fmt.Sprintf("%s#%d", id, req.Turn)] = true
 	}
 	if s := f.sessions[id]; s != nil && req.Turn == s.ts.Turn {
-		if req.Kind == "status" {
+		switch req.Kind {
+		case "status":
 			s.ts.StatusRef = req.Ref
-		} else {
+		case session.ChatRefApprovalNotice:
+			s.ts.ApprovalNoticed = req.Ref
+		default:
 			s.ts.FinalRef = req.Ref
 		}
 	}
