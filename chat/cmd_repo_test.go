@@ -2,7 +2,6 @@ package chat_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -66,53 +65,5 @@ func TestMessagesNameRepositories(t *testing.T) {
 	}
 	if r := got[len(got)-1]; r == nil || r.URL != "https://git.example/acme/default.git" {
 		t.Fatalf("a message in a channel with a default carried %+v", r)
-	}
-}
-
-// The Stop button of a running card stops the turn, for the thread it is
-// in only, and answers the clicker privately.
-func TestStopButton(t *testing.T) {
-	var stopped []string
-	f := &chattest.Sessions{StopFn: func(id string) (session.StopResponse, error) {
-		stopped = append(stopped, id)
-		return session.StopResponse{Stopped: true, Turn: 3}, nil
-	}}
-	c := newTestCore(t, f, newAutoClock(), nil)
-	var replies []string
-	act := chat.Action{ID: chat.ActionStop, Value: testThread.ID(), Thread: testThread, User: chat.User{ID: "U1"},
-		Reply: func(_ context.Context, text string) error { replies = append(replies, text); return nil }}
-	if err := c.HandleAction(context.Background(), &recPoster{}, act); err != nil {
-		t.Fatal(err)
-	}
-	if len(stopped) != 1 || stopped[0] != testThread.ID() || len(replies) != 1 || replies[0] != "Stopped turn 3." {
-		t.Fatalf("stopped %q, replies %q", stopped, replies)
-	}
-	// A button copied into another thread stops nothing.
-	other := testThread
-	other.Thread = "elsewhere"
-	act.Thread = other
-	if err := c.HandleAction(context.Background(), &recPoster{}, act); err != nil {
-		t.Fatal(err)
-	}
-	if len(stopped) != 1 || !strings.Contains(replies[1], "another thread") {
-		t.Fatalf("a Stop button from another thread: stopped %q, replies %q", stopped, replies)
-	}
-}
-
-// /history shows the tail of each tool output, lines kept, well past the
-// old 120 characters, in a block the output cannot close.
-func TestHistoryShowsMoreOfEachOutput(t *testing.T) {
-	var out strings.Builder
-	for i := range 10 {
-		fmt.Fprintf(&out, "line %d of the build output, long enough to matter\n", i)
-	}
-	out.WriteString("```\nDONE")
-	h := []session.HistoryEntry{{Turn: 1, Msg: session.Message{Role: session.RoleTool, Content: out.String()}}}
-	got := chat.RenderHistory(h, 4000)
-	if !strings.Contains(got, "line 9 of the build output, long enough to matter\n") || !strings.Contains(got, "DONE") || len(got) < 400 {
-		t.Fatalf("history = %q", got)
-	}
-	if strings.Count(got, "```") != 2 {
-		t.Fatalf("the output closed its block: %q", got)
 	}
 }

@@ -48,7 +48,15 @@ type RenderOptions struct {
 	// Prices turn the turn's tokens into a cost in the footer (zero:
 	// tokens only).
 	Prices session.Prices
+	// Now, when set, shows how long running commands have run (in steps
+	// of ElapsedStep, so a card changes only that often).
+	Now time.Time
 }
+
+// ElapsedStep is the granularity of a running command's elapsed time on
+// its card: a long command's card is edited about this often, well within
+// every platform's edit budget.
+const ElapsedStep = 15 * time.Second
 
 func (o RenderOptions) withDefaults() RenderOptions {
 	def := func(p *int, v int) {
@@ -279,6 +287,10 @@ func callLine(c session.ToolCallState, o RenderOptions) string {
 	line := icon + " `" + commandLine(c, o.MaxCommandChars) + "`"
 	if c.Duration > 0 {
 		line += " · " + fmtDuration(c.Duration)
+	} else if c.Status == session.CallRunning && !o.Now.IsZero() && !c.StartedAt.IsZero() {
+		if d := o.Now.Sub(c.StartedAt).Truncate(ElapsedStep); d >= ElapsedStep {
+			line += " · running " + fmtDuration(d) + "+"
+		}
 	}
 	if c.ExitCode != nil {
 		line += fmt.Sprintf(" · exit %d", *c.ExitCode)

@@ -40,7 +40,12 @@ func (w *watcher) newView(ts session.TurnState) *view {
 // from what is shown. Intermediate cards are replaced, never queued.
 func (w *watcher) update(ctx context.Context, v *view, ts session.TurnState) {
 	if ts.Version == v.version {
-		return
+		if !running(v.last) {
+			return
+		}
+		// Nothing changed but the clock: render what was seen, for the
+		// running command's elapsed time.
+		ts = v.last
 	}
 	v.version = ts.Version
 	v.last = ts
@@ -65,7 +70,20 @@ func (w *watcher) renderOptions() RenderOptions {
 		MaxApprovalChars: w.cfg.Budget.MaxApprovalChars,
 		MeasureCode:      w.cfg.Budget.MeasureCode,
 		Prices:           w.cfg.Prices,
+		Now:              w.cfg.Clock.Now(),
 	}
+}
+
+// running reports whether a command of the turn is running: its card then
+// shows the elapsed time, so it is rendered again even when nothing else
+// changed (the card compares equal, and is not edited, between steps).
+func running(ts session.TurnState) bool {
+	for _, c := range ts.ToolCalls {
+		if c.Status == session.CallRunning {
+			return true
+		}
+	}
+	return false
 }
 
 // approverHint says who may decide approvals: the owner plus configured

@@ -140,13 +140,7 @@ func TestDiscordSlashCommandsInThread(t *testing.T) {
 	if c := end.ToolCalls[0]; c.Status != session.CallFailed && c.Status != session.CallRejected {
 		t.Errorf("after /stop the call that waited for approval is %q, want failed (not run): %s", c.Status, dump(c))
 	}
-	var answer fakediscord.Message
-	e.wait("/stop answer", func() bool {
-		in, _ := e.f.Interaction(stop)
-		m, ok := e.f.Message(in.OriginalID)
-		answer = m
-		return ok && m.Content != ""
-	})
+	answer := e.discordAnswer(stop)
 	if answer.Content != "Stopped turn 1." || answer.Ephemeral() {
 		t.Fatalf("/stop answer = %q (ephemeral %v)", answer.Content, answer.Ephemeral())
 	}

@@ -48,22 +48,18 @@ func TestDiscordRepoLoop(t *testing.T) {
 	e.waitDone(th, 1)
 
 	id := e.slash(th, discordAlice, "repo", fakediscord.CommandOption{Name: "repository", Value: "acme/widgets"}, fakediscord.CommandOption{Name: "branch", Value: "main"})
-	e.wait("the /repo answer", func() bool {
-		in, _ := e.f.Interaction(id)
-		m, ok := e.f.Message(in.OriginalID)
-		return ok && strings.Contains(m.Content, "This session now works on **acme/widgets** (main @")
-	})
+	if m := e.discordAnswer(id); !strings.Contains(m.Content, "This session now works on **acme/widgets** (main @") {
+		t.Fatalf("/repo answered %q", m.Content)
+	}
 
 	e.s.model.Push(fakeopenai.ToolCallStep("d1", "shell", shell("echo fixed >> README.md")), fakeopenai.FinalStep("Fixed."))
 	e.say(th, discordAlice, "fix the readme")
 	e.waitDone(th, 2)
 
 	id = e.slash(th, discordAlice, "diff")
-	e.wait("the /diff answer", func() bool {
-		in, _ := e.f.Interaction(id)
-		m, ok := e.f.Message(in.OriginalID)
-		return ok && strings.Contains(m.Content, "1 file changed")
-	})
+	if m := e.discordAnswer(id); !strings.Contains(m.Content, "1 file changed") {
+		t.Fatalf("/diff answered %q", m.Content)
+	}
 	var patch string
 	for _, m := range e.f.Messages(th.Thread) {
 		for _, a := range m.Attachments {
@@ -77,11 +73,9 @@ func TestDiscordRepoLoop(t *testing.T) {
 	}
 
 	id = e.slash(th, discordAlice, "pr", fakediscord.CommandOption{Name: "title", Value: "Fix the readme"})
-	e.wait("the /pr answer", func() bool {
-		in, _ := e.f.Interaction(id)
-		m, ok := e.f.Message(in.OriginalID)
-		return ok && strings.Contains(m.Content, "Opened pull request [#1](https://github.example/acme/widgets/pull/1)")
-	})
+	if m := e.discordAnswer(id); !strings.Contains(m.Content, "Opened pull request [#1](https://github.example/acme/widgets/pull/1)") {
+		t.Fatalf("/pr answered %q", m.Content)
+	}
 	if prs := gh.PRs("acme/widgets"); len(prs) != 1 || prs[0].Title != "Fix the readme" || !strings.Contains(prs[0].Body, "https://discord.com/channels/") {
 		t.Fatalf("GitHub has %+v", prs)
 	}

@@ -105,3 +105,30 @@ func TestSlackReactionsShowTheTurn(t *testing.T) {
 		t.Fatalf("reactions.add calls: %d (first %q), want eyes then the end", len(calls), calls[0].Form.Get("name"))
 	}
 }
+
+// On Discord, /title renames the session's thread, and the message a turn
+// answers carries its state as reactions.
+func TestDiscordTitleAndReactions(t *testing.T) {
+	e := newDiscordEnv(t, discordOptions{stack: []stackOption{noApprovals}})
+	e.s.model.Push(fakeopenai.FinalStep("Hello."))
+	th := e.mention(discordAlice, "say hello")
+	e.waitDone(th, 1)
+	id := e.slash(th, discordAlice, "title", fakediscord.CommandOption{Name: "text", Value: "Greeting work"})
+	if m := e.discordAnswer(id); !strings.Contains(m.Content, "Renamed this session to **Greeting work**") {
+		t.Fatalf("/title answered %q", m.Content)
+	}
+	if ch, ok := e.f.Channel(th.Thread); !ok || ch.Name != "Greeting work" {
+		t.Fatalf("thread name = %q", ch.Name)
+	}
+	if info := e.s.info(th); info.Title != "Greeting work" {
+		t.Fatalf("title = %q", info.Title)
+	}
+	e.wait("the done reaction", func() bool {
+		for _, ev := range e.f.ReactionEvents() {
+			if ev.Emoji == "✅" && !ev.Removed {
+				return true
+			}
+		}
+		return false
+	})
+}

@@ -26,8 +26,9 @@ const shutdownGrace = 10 * time.Second
 // Adapter connects one Discord bot to the chat core. Create it with New
 // and start it with Run and the core (the lifecycle every adapter shares).
 // It implements chat.Poster, chat.ThreadStarter,
-// chat.Mentioner and chat.ThreadLinker; those methods are safe for
-// concurrent use once Run has opened the gateway.
+// chat.Mentioner and chat.ThreadLinker, and shows message state as
+// reactions (React, Unreact); those methods are safe for concurrent use
+// once Run has opened the gateway.
 type Adapter struct {
 	cfg  Config
 	core chat.Handler // set by Run before the gateway opens

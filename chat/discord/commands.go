@@ -56,6 +56,8 @@ func Commands(backends []string) []*discordgo.ApplicationCommand {
 		chat.CmdRepo: {str("repository", "owner/name, owner/name@branch or an https:// git URL (leave out to show it)", nil),
 			str("branch", "Branch to start from (default: the repository's default)", nil), boolean("full", "Fetch all history, not only the latest commit")},
 		chat.CmdPR:      {str("title", "Title of the pull request (default: the session's first request)", nil)},
+		chat.CmdTitle:   {{Type: discordgo.ApplicationCommandOptionString, Name: "text", Description: "The session's new title (also the thread's name)", Required: true, MaxLength: 100}},
+		chat.CmdModel:   {str("name", "Model to switch to (leave out to show the current one and those offered)", nil)},
 		chat.CmdDestroy: {boolean("confirm", "Set to True to really destroy the session")},
 	}
 	var out []*discordgo.ApplicationCommand
@@ -127,6 +129,11 @@ func toCommand(d discordgo.ApplicationCommandInteractionData) chat.Command {
 			cmd.Args = []string{"all"}
 		case d.Name == chat.CmdPR && o.Name == "title":
 			cmd.Args = strings.Fields(o.StringValue())
+		case d.Name == chat.CmdTitle && o.Name == "text":
+			cmd.Args = strings.Fields(o.StringValue())
+			cmd.Title = strings.Join(cmd.Args, " ")
+		case d.Name == chat.CmdModel && o.Name == "name":
+			cmd.Args = []string{o.StringValue()}
 		}
 	}
 	if d.Name == chat.CmdRepo {
@@ -154,20 +161,4 @@ func toCommand(d discordgo.ApplicationCommandInteractionData) chat.Command {
 		}
 	}
 	return cmd
-}
-
-// privateAnswer says whether a command's answer is for the asker only,
-// so its deferred response is made ephemeral from the start.
-func privateAnswer(cmd chat.Command) bool {
-	switch cmd.Name {
-	case chat.CmdHelp, chat.CmdStatus, chat.CmdHistory, chat.CmdSessions:
-		return true
-	case chat.CmdBackend:
-		return cmd.Backend == ""
-	case chat.CmdDestroy, chat.CmdRewind:
-		return !cmd.Confirm
-	case chat.CmdRepo:
-		return len(cmd.Args) == 0
-	}
-	return false
 }

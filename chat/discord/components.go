@@ -92,7 +92,9 @@ func (m Message) components() []discordgo.MessageComponent {
 
 // ToMessage converts a card: the title becomes the message content (the
 // fallback text shown in notifications), the blocks one embed's
-// description, and action blocks rows of buttons. Text is cut to Discord's
+// description (Markdown, which Discord renders there), a last context
+// block the embed's footer (plain text: Discord renders no Markdown in
+// footers), and action blocks rows of buttons. Text is cut to Discord's
 // limits without breaking code blocks. It fails only for cards no Discord
 // message can carry: more than 25 buttons, or a button whose custom_id
 // cannot fit 100 characters (see CustomID).
@@ -120,9 +122,10 @@ func ToMessage(c chat.Card) (Message, error) {
 				continue
 			}
 			// The card's last block, usually the turn footer, goes in the
-			// embed footer; other small print is Discord subtext.
+			// embed footer, which Discord shows without Markdown, so it is
+			// made plain text there; other small print is Discord subtext.
 			if i == len(c.Blocks)-1 {
-				footer = t
+				footer = strings.TrimSpace(plainText(t))
 				continue
 			}
 			for _, line := range strings.Split(t, "\n") {

@@ -164,10 +164,10 @@ func TestSlashCommandsAreTheCoreTable(t *testing.T) {
 }
 
 func TestInviteURL(t *testing.T) {
-	if Permissions != 309237763072 {
+	if Permissions != 309237763136 {
 		t.Fatalf("Permissions = %d; update the README if the bot needs new permissions", Permissions)
 	}
-	want := "https://discord.com/oauth2/authorize?client_id=1000000000000000001&permissions=309237763072&scope=bot+applications.commands"
+	want := "https://discord.com/oauth2/authorize?client_id=1000000000000000001&permissions=309237763136&scope=bot+applications.commands"
 	if got := InviteURL("1000000000000000001"); got != want {
 		t.Fatalf("InviteURL = %s", got)
 	}

@@ -72,7 +72,7 @@ func TestCoreTurnWithApprovalsAndAnswer(t *testing.T) {
 		ts.Status = session.StatusAwaitingApproval
 		ts.Pending = &session.PendingApproval{CallID: "call_2", Command: "rm -rf build", AskedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
 	})
-	withButtons := edited(t, f, ref, "approval buttons", func(e fakediscord.Edit) bool { return len(e.CustomIDs()) == 3 })
+	withButtons := edited(t, f, ref, "approval buttons", hasApprovalButtons)
 	approveID := customIDOf(t, withButtons, "approve:")
 
 	// bob may not approve: the bot refuses before asking the workflow, only to him.
@@ -91,7 +91,7 @@ func TestCoreTurnWithApprovalsAndAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	edited(t, f, ref, "decision shown", func(e fakediscord.Edit) bool {
-		return strings.Contains(e.EmbedText(), "approved by <@"+alice.User.ID+">") && len(e.CustomIDs()) == 0
+		return strings.Contains(e.EmbedText(), "approved by <@"+alice.User.ID+">") && !hasApprovalButtons(e)
 	})
 	if a := fs.Approvals(); len(a) != 1 || a[0].CallID != "call_2" || a[0].Decision != session.DecisionApprove || a[0].User.ID != alice.User.ID {
 		t.Fatalf("approvals = %+v", a)
@@ -104,20 +104,44 @@ func TestCoreTurnWithApprovalsAndAnswer(t *testing.T) {
 	})
 	waitBoth(t, f, fs, "final answer recorded", func() bool { return fs.Get(id).FinalRef != "" })
 	edited(t, f, ref, "final status", func(e fakediscord.Edit) bool { return e.Content == "✅ Done" })
-	var parts []fakediscord.Message
+	// Between the card and the answer, the approvers were told once (a
+	// new message mentions them; the card's edit notifies nobody).
+	var parts, before []fakediscord.Message
+	final := fs.Get(id).FinalRef
 	for _, m := range botMessages(f, th.Thread) {
-		if m.ID != ref {
+		switch {
+		case m.ID == ref:
+		case m.ID == final || len(parts) > 0:
 			parts = append(parts, m)
+		default:
+			before = append(before, m)
 		}
 	}
-	if len(parts) != 2 || parts[0].ID != fs.Get(id).FinalRef || !strings.HasPrefix(parts[0].Content, "All green.") {
-		t.Fatalf("answer parts = %d (first %q)", len(parts), parts[0].Content)
+	if len(before) != 1 || !strings.Contains(before[0].Content, "<@"+alice.User.ID+">") {
+		t.Fatalf("messages before the answer = %+v, want one telling the approvers", before)
+	}
+	if len(parts) != 2 || !strings.HasPrefix(parts[0].Content, "All green.") {
+		t.Fatalf("answer parts = %d (final ref %s)", len(parts), final)
 	}
 	for _, p := range parts {
 		if strings.Count(p.Content, "```")%2 != 0 {
 			t.Fatalf("part with an open code block: %q", p.Content)
 		}
 	}
+}
+
+// hasApprovalButtons reports whether an edit shows Approve, Approve
+// always and Reject (a card may carry other buttons, such as Stop).
+func hasApprovalButtons(e fakediscord.Edit) bool {
+	n := 0
+	for _, id := range e.CustomIDs() {
+		for _, a := range []string{chat.ActionApprove, chat.ActionApproveAlways, chat.ActionReject} {
+			if strings.HasPrefix(id, a+":") {
+				n++
+			}
+		}
+	}
+	return n == 3
 }
 
 func customIDOf(t *testing.T, e fakediscord.Edit, prefix string) string {
@@ -146,7 +170,7 @@ func TestCoreRejectWithReason(t *testing.T) {
 		ts.Pending = &session.PendingApproval{CallID: "call_9", Command: "git push -f"}
 	})
 	ref := fs.Get(id).StatusRef
-	e := edited(t, f, ref, "buttons", func(e fakediscord.Edit) bool { return len(e.CustomIDs()) == 3 })
+	e := edited(t, f, ref, "buttons", hasApprovalButtons)
 	rid, _ := f.ClickButton(ref, alice, customIDOf(t, e, "reject:"))
 	wait(t, f, "modal", func() bool { return interaction(t, f, rid).ResponseType == fakediscord.CallbackModal })
 	if _, err := f.SubmitModal(rid, alice, map[string]string{"reason": "never force-push"}); err != nil {
@@ -205,7 +229,7 @@ func TestRestartKeepsEditingTheStatusMessage(t *testing.T) {
 		ts.Status = session.StatusAwaitingApproval
 		ts.Pending = &session.PendingApproval{CallID: "c2", Command: "make deploy"}
 	})
-	before := edited(t, f, ref, "approval buttons", func(e fakediscord.Edit) bool { return len(e.CustomIDs()) == 3 })
+	before := edited(t, f, ref, "approval buttons", hasApprovalButtons)
 
 	stopBot1()
 	fs.Set(id, func(ts *session.TurnState) { ts.Notices = []string{"sandbox restored from snapshot"} })
@@ -218,12 +242,22 @@ func TestRestartKeepsEditingTheStatusMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	edited(t, f, ref, "decision on the same message", func(e fakediscord.Edit) bool {
-		return strings.Contains(e.EmbedText(), "approved by <@"+alice.User.ID+">") && len(e.CustomIDs()) == 0
+		return strings.Contains(e.EmbedText(), "approved by <@"+alice.User.ID+">") && !hasApprovalButtons(e)
 	})
 	if a := fs.Approvals(); len(a) != 1 || a[0].CallID != "c2" {
 		t.Fatalf("approvals = %+v", a)
 	}
-	if n := len(botMessages(f, th.Thread)); n != 1 {
-		t.Fatalf("thread has %d bot messages, want the one status message", n)
+	// One status message, and the approvers told once: the restart
+	// repeats neither.
+	var cards, others []string
+	for _, m := range botMessages(f, th.Thread) {
+		if m.EmbedText() != "" {
+			cards = append(cards, m.ID)
+		} else {
+			others = append(others, m.Content)
+		}
+	}
+	if len(cards) != 1 || len(others) > 1 {
+		t.Fatalf("thread has cards %v and messages %q, want the one status message and at most one notice", cards, others)
 	}
 }

@@ -47,14 +47,23 @@
 // # Interactions
 //
 // Every interaction is answered at once: slash commands are deferred
-// (ephemerally for commands whose answers are private), Approve buttons
-// with a deferred update, Reject with a modal asking for a reason. The work
-// follows, and the answer edits the deferred response or goes as a
-// follow-up. An interaction token lives 15 minutes (InteractionTokenTTL);
+// privately (only the asker sees "thinking…"; whether the answer is
+// private is the core's Reply.Ephemeral, known only once the command ran,
+// and a deferral's visibility cannot change), Approve buttons with a
+// deferred update, Reject with a modal asking for a reason. The work
+// follows: a private answer edits the deferred response; a public one
+// replaces it with a public follow-up, so nothing public ever appears
+// only to vanish. A modal submit is always answered too, even when it
+// carries no message or lacks the form's input. An interaction token lives 15 minutes (InteractionTokenTTL);
 // an answer that comes later, or that Discord refuses because the token
 // expired, is posted as a normal bot message in the channel, mentioning
 // the user. Status messages and final answers never use interaction tokens
 // at all: they are bot messages, so a turn of any length keeps updating.
+//
+// React and Unreact put the bot's reaction on a message and take it back
+// (👀 while a message's turn runs, then ✅ or ❌, as the core decides). The
+// mention that opened a session lives in the parent channel under the
+// thread's ID; they find it there.
 //
 // Buttons carry their action and the core's approval value in the
 // custom_id (CustomID keeps it within 100 characters), so they work after

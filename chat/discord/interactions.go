@@ -38,11 +38,13 @@ func (a *Adapter) onInteractionCreate(_ *discordgo.Session, ic *discordgo.Intera
 
 func (a *Adapter) handleCommand(ctx context.Context, r *ireply) {
 	cmd := toCommand(r.i.ApplicationCommandData())
-	eph := privateAnswer(cmd)
-	if ci, ok := a.cachedChannel(r.i.ChannelID); ok && r.i.GuildID != "" && !ci.thread() && cmd.Name != chat.CmdSessions {
-		eph = true // outside a session thread only an answer for the asker makes sense
-	}
-	r.deferAnswer(ctx, eph)
+	// Whether the answer is private is the core's to say (Reply.Ephemeral),
+	// and only once it has run: every command can end in a private refusal
+	// or failure. A deferral's visibility cannot change later, so it is
+	// private: a public "thinking…" that turned into a private answer
+	// would flash in the channel and vanish. A public answer replaces the
+	// private placeholder (see ireply.viaWebhook).
+	r.deferAnswer(ctx, true)
 	th, err := a.interactionThread(ctx, r.i)
 	if err != nil {
 		a.log.Error("command: channel lookup failed", "interaction_id", r.i.ID, "err", err)
@@ -89,19 +91,36 @@ func (a *Adapter) handleButton(ctx context.Context, r *ireply) {
 	a.decide(ctx, r, chat.Action{ID: action, Value: value, User: u})
 }
 
+// modalInputs is, for each action whose button opens a modal, the text
+// input that modal's submit must carry. A submit without it (a form of
+// another shape, as an older bot version opened) decides nothing.
+var modalInputs = map[string]string{chat.ActionReject: reasonInput}
+
+// handleModal answers a modal submit. Every path ends in an answer: a
+// submit from a button's modal is acknowledged with a deferred update of
+// the button's message (the status card then shows the decision), but one
+// without a message can only be deferred with a private "thinking…",
+// which stays until it is replaced.
 func (a *Adapter) handleModal(ctx context.Context, r *ireply) {
 	data := r.i.ModalSubmitData()
-	action, value, err := ParseCustomID(data.CustomID)
 	if r.i.Message != nil {
 		r.respond(ctx, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
 	} else {
 		r.deferAnswer(ctx, true)
 	}
-	if err != nil {
-		r.answer(ctx, chat.Reply{Text: "This form is not one I know.", Ephemeral: true})
+	action, value, err := ParseCustomID(data.CustomID)
+	input, known := modalInputs[action]
+	if err != nil || !known {
+		r.answer(ctx, chat.Reply{Text: "This form is not one I know; nothing was decided. Use the buttons on the latest status message.", Ephemeral: true})
 		return
 	}
-	a.decide(ctx, r, chat.Action{ID: action, Value: value, Reason: modalValue(data, reasonInput), User: r.user()})
+	reason, ok := modalValue(data, input)
+	if !ok {
+		a.log.Warn("modal submit without its input", "interaction_id", r.i.ID, "action", action, "input", input)
+		r.answer(ctx, chat.Reply{Text: "This form came back without its " + input + " field, so nothing was decided. Click the button on the latest status message again for a fresh form.", Ephemeral: true})
+		return
+	}
+	a.decide(ctx, r, chat.Action{ID: action, Value: value, Reason: reason, User: r.user()})
 }
 
 // decider is the core's pre-check of who may decide an approval
@@ -154,9 +173,30 @@ func (a *Adapter) decide(ctx context.Context, r *ireply, act chat.Action) {
 		r.answer(ctx, chat.Reply{Text: text, Ephemeral: true})
 		return nil
 	}
-	if err := a.core.HandleAction(ctx, a, act); err != nil {
+	err = a.core.HandleAction(ctx, a, act)
+	if err != nil {
 		a.log.Error("handle action", "action", act.ID, "thread_id", th.ID(), "err", err)
 	}
+	if r.thinking() {
+		// The core answers only refusals; a decision it took shows on the
+		// status card, which a "thinking…" reply knows nothing of.
+		text := decidedText[act.ID]
+		switch {
+		case err != nil:
+			text = chat.UserMessage(err)
+		case text == "":
+			text = "Done."
+		}
+		r.answer(ctx, chat.Reply{Text: text, Ephemeral: true})
+	}
+}
+
+// decidedText confirms a decision that came through a private deferred
+// response (a modal submit without a message).
+var decidedText = map[string]string{
+	chat.ActionApprove:       "Approved; the status message shows it.",
+	chat.ActionApproveAlways: "Approved (always); the status message shows it.",
+	chat.ActionReject:        "Rejected; the agent is told, with your reason if you gave one.",
 }
 
 // quickAuthorize refuses clicks it can refuse without network calls: the
@@ -200,8 +240,10 @@ func rejectModal(customID string) *discordgo.InteractionResponse {
 	}}
 }
 
-// modalValue is the value of a modal's text input.
-func modalValue(d discordgo.ModalSubmitInteractionData, id string) string {
+// modalValue is the value of a modal's text input, and whether the submit
+// carries that input at all (an optional input left empty comes back with
+// an empty value).
+func modalValue(d discordgo.ModalSubmitInteractionData, id string) (string, bool) {
 	for _, c := range d.Components {
 		row, ok := c.(*discordgo.ActionsRow)
 		if !ok {
@@ -209,9 +251,9 @@ func modalValue(d discordgo.ModalSubmitInteractionData, id string) string {
 		}
 		for _, rc := range row.Components {
 			if ti, ok := rc.(*discordgo.TextInput); ok && ti.CustomID == id {
-				return ti.Value
+				return ti.Value, true
 			}
 		}
 	}
-	return ""
+	return "", false
 }

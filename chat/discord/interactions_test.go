@@ -48,14 +48,16 @@ func TestSlashCommandInSessionThread(t *testing.T) {
 	if c.Thread != th || c.Cmd.Name != chat.CmdBackend || c.Cmd.Backend != "docker" || c.User.ID != alice.User.ID {
 		t.Fatalf("command = %+v", c)
 	}
-	wait(t, f, "answer", func() bool {
-		in := interaction(t, f, id)
-		m, _ := f.Message(in.OriginalID)
-		return m.Content == "ran /backend"
-	})
+	// Deferred privately; the public answer replaces the placeholder.
+	wait(t, f, "answer", func() bool { return len(interaction(t, f, id).FollowUps) == 1 })
 	in := interaction(t, f, id)
-	if in.ResponseType != fakediscord.CallbackDeferMessage || in.ResponseFlags != 0 {
-		t.Fatalf("want a public deferred answer, got type %d flags %d", in.ResponseType, in.ResponseFlags)
+	orig, _ := f.Message(in.OriginalID)
+	fu, _ := f.Message(in.FollowUps[0])
+	if in.ResponseType != fakediscord.CallbackDeferMessage || in.ResponseFlags&fakediscord.FlagEphemeral == 0 || !orig.Deleted {
+		t.Fatalf("want a private deferral replaced by the answer, got type %d flags %d, original deleted=%v", in.ResponseType, in.ResponseFlags, orig.Deleted)
+	}
+	if fu.Ephemeral() || fu.Content != "ran /backend" || fu.ChannelID != th.Thread {
+		t.Fatalf("public answer = %+v", fu)
 	}
 
 	// /fork with both options and /destroy confirm map onto the core's command.
@@ -120,15 +122,17 @@ func TestCommandAnswersCardsAndPrivacy(t *testing.T) {
 		t.Fatalf("location outside a thread = %+v", c.Thread)
 	}
 
-	// /stop in the thread was deferred publicly; the private answer
-	// replaces the public "thinking" message with an ephemeral follow-up.
+	// /stop in the thread is deferred privately too, and the private
+	// answer edits the placeholder: nothing public appears and vanishes.
 	tid, _ := f.SlashCommand(th.Thread, alice, "stop")
-	wait(t, f, "private follow-up", func() bool { return len(interaction(t, f, tid).FollowUps) == 1 })
+	wait(t, f, "private answer", func() bool {
+		m, _ := f.Message(interaction(t, f, tid).OriginalID)
+		return m.Content == "There is no session in this thread."
+	})
 	in := interaction(t, f, tid)
 	orig, _ := f.Message(in.OriginalID)
-	fu, _ := f.Message(in.FollowUps[0])
-	if in.ResponseFlags != 0 || !orig.Deleted || !fu.Ephemeral() || fu.Content != "There is no session in this thread." {
-		t.Fatalf("swap: interaction %+v, original deleted=%v, follow-up %+v", in, orig.Deleted, fu)
+	if in.ResponseFlags&fakediscord.FlagEphemeral == 0 || orig.Deleted || !orig.Ephemeral() || len(in.FollowUps) != 0 {
+		t.Fatalf("in place: interaction %+v, original %+v", in, orig)
 	}
 }
 

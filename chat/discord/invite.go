@@ -12,10 +12,12 @@ import (
 // open session threads from mentions and forks (Create Public Threads),
 // post and edit in channels and threads (Send Messages, Send Messages in
 // Threads), show status cards as embeds (Embed Links) and upload long
-// answers (Attach Files). Its value is 309237763072.
+// answers (Attach Files), and mark the message a turn answers with its
+// state (Add Reactions). Its value is 309237763136.
 const Permissions = discordgo.PermissionViewChannel | discordgo.PermissionSendMessages |
 	discordgo.PermissionEmbedLinks | discordgo.PermissionAttachFiles | discordgo.PermissionReadMessageHistory |
-	discordgo.PermissionCreatePublicThreads | discordgo.PermissionSendMessagesInThreads
+	discordgo.PermissionCreatePublicThreads | discordgo.PermissionSendMessagesInThreads |
+	discordgo.PermissionAddReactions // 👀 then ✅, ❌ or ⏹️ on the message a turn answers
 
 // InviteURL is the OAuth2 URL that adds the bot to a server with the bot
 // and applications.commands scopes and Permissions.

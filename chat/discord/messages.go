@@ -160,7 +160,7 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordgo.Message) {
 		}
 		th.Thread = t
 	}
-	err := a.core.HandleMessage(ctx, a, chat.Message{EventID: m.ID, Thread: th, User: u, Text: text, Admin: a.cfg.approver(u.Roles)})
+	err := a.core.HandleMessage(ctx, a, chat.Message{EventID: m.ID, Ref: m.ID, Thread: th, User: u, Text: text, Admin: a.cfg.approver(u.Roles)})
 	if err != nil {
 		log.Error("handle message", "thread_id", th.ID(), "err", err)
 	}

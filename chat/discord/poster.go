@@ -163,3 +163,20 @@ func (a *Adapter) ThreadURL(th chat.Thread) string {
 	}
 	return "https://discord.com/channels/" + th.Workspace + "/" + t
 }
+
+// RenameThread implements chat.ThreadRenamer: /title renames the session's
+// thread too (the bot created it, so it may; in a DM there is nothing to
+// rename).
+func (a *Adapter) RenameThread(ctx context.Context, th chat.Thread, name string) error {
+	if th.Thread == "" || th.Workspace == "" {
+		return nil
+	}
+	name = clampPlain(oneLine(name), 100)
+	if name == "" {
+		return nil
+	}
+	if _, err := a.s.ChannelEdit(th.Thread, &discordgo.ChannelEdit{Name: name}, discordgo.WithContext(ctx)); err != nil {
+		return fmt.Errorf("discord: rename thread %s: %w", th.Thread, err)
+	}
+	return nil
+}

@@ -20,8 +20,8 @@ type ireply struct {
 	received time.Time
 	// deferred is set once a type 5 response made a "thinking" message
 	// (@original) that an answer can replace; ephemeral says whether it
-	// is ephemeral.
-	deferred, ephemeral bool
+	// is ephemeral. answered is set once answer ran.
+	deferred, ephemeral, answered bool
 }
 
 func (r *ireply) user() chat.User {
@@ -53,6 +53,11 @@ func (r *ireply) deferAnswer(ctx context.Context, ephemeral bool) {
 	r.ephemeral = ephemeral
 }
 
+// thinking reports whether the interaction still shows a deferred
+// "thinking…" that no answer has replaced. Discord shows it until the
+// token expires, and then "The application did not respond".
+func (r *ireply) thinking() bool { return r.deferred && !r.answered }
+
 // tokenLive reports whether the interaction token may still be used,
 // keeping a margin before InteractionTokenTTL.
 func (r *ireply) tokenLive() bool {
@@ -68,6 +73,7 @@ const mentionRoom = 32
 // interaction while its token lives, else, or if Discord refuses, as a
 // normal message in the channel that mentions the user.
 func (r *ireply) answer(ctx context.Context, rep chat.Reply) {
+	r.answered = true
 	msgs := replyMessages(rep, r.a.log)
 	if r.tokenLive() {
 		err := r.viaWebhook(ctx, msgs, rep.Ephemeral)
@@ -105,7 +111,10 @@ func (r *ireply) viaWebhook(ctx context.Context, msgs []Message, ephemeral bool)
 		}
 		rest = msgs[1:]
 	} else if r.deferred {
-		// The "thinking…" message has the wrong visibility: replace it.
+		// The "thinking…" message has the other visibility, which no edit
+		// can change: remove it, then post the answer as follow-ups. (The
+		// order matters: a follow-up while it still shows edits it
+		// instead, keeping its visibility.)
 		if err := r.a.s.InteractionResponseDelete(r.i, discordgo.WithContext(ctx)); err != nil {
 			return err
 		}

@@ -169,6 +169,28 @@ func (s *Server) ClickButton(messageID string, from Member, customID string) (st
 // interaction openedBy, with values keyed by text input custom_id, and
 // dispatches INTERACTION_CREATE (type 5). It returns the new interaction ID.
 func (s *Server) SubmitModal(openedBy string, from Member, values map[string]string) (string, error) {
+	return s.SubmitModalWith(openedBy, from, ModalSubmission{Values: values})
+}
+
+// ModalSubmission is a modal submit that need not match the modal the bot
+// opened, for the shapes a bot meets besides the usual one.
+type ModalSubmission struct {
+	// Values are keyed by text input custom_id, as for SubmitModal.
+	Values map[string]string
+	// Inputs, when not nil, are the text inputs the submit carries, in
+	// order, instead of the modal's own: a modal of another shape coming
+	// back, as one opened by an earlier version of the bot does. An empty
+	// non-nil list sends no inputs at all.
+	Inputs []string
+	// NoMessage leaves out the interaction's message, as for a modal
+	// opened from a slash command rather than from a button.
+	NoMessage bool
+}
+
+// SubmitModalWith submits the modal that interaction openedBy opened in
+// the shape sub describes and dispatches INTERACTION_CREATE (type 5). It
+// returns the new interaction ID.
+func (s *Server) SubmitModalWith(openedBy string, from Member, sub ModalSubmission) (string, error) {
 	s.mu.Lock()
 	in, ok := s.inters[openedBy]
 	if !ok || in.ResponseType != CallbackModal {
@@ -177,19 +199,27 @@ func (s *Server) SubmitModal(openedBy string, from Member, values map[string]str
 	}
 	var md modalData
 	_ = json.Unmarshal(in.Modal, &md)
-	rows := []any{}
+	inputs := sub.Inputs
+	maxLen := map[string]int{}
 	for _, r := range md.Components {
 		ti := r.Components[0]
-		v := values[*ti.CustomID]
-		if ti.MaxLength > 0 && TextLen(v) > ti.MaxLength {
-			s.mu.Unlock()
-			return "", fmt.Errorf("fake discord: value for %q exceeds max_length %d", *ti.CustomID, ti.MaxLength)
+		maxLen[*ti.CustomID] = ti.MaxLength
+		if sub.Inputs == nil {
+			inputs = append(inputs, *ti.CustomID)
 		}
-		rows = append(rows, map[string]any{"type": 1, "components": []any{map[string]any{"type": 4, "custom_id": *ti.CustomID, "value": v}}})
+	}
+	rows := []any{}
+	for _, id := range inputs {
+		v := sub.Values[id]
+		if n := maxLen[id]; n > 0 && TextLen(v) > n {
+			s.mu.Unlock()
+			return "", fmt.Errorf("fake discord: value for %q exceeds max_length %d", id, n)
+		}
+		rows = append(rows, map[string]any{"type": 1, "components": []any{map[string]any{"type": 4, "custom_id": id, "value": v}}})
 	}
 	c := s.channels[in.ChannelID]
 	var msg *Message
-	if in.MessageID != "" {
+	if in.MessageID != "" && !sub.NoMessage {
 		msg = s.messages[in.MessageID]
 	}
 	return s.interactLocked(c, from, InteractionModal, map[string]any{"custom_id": md.CustomID, "components": rows}, msg)

@@ -22,11 +22,14 @@ const (
 	RouteGetGlobalCmds   = "GET /api/v9/applications/{app}/commands"
 	RouteGetGuildCmds    = "GET /api/v9/applications/{app}/guilds/{guild}/commands"
 	RouteGetChannel      = "GET /api/v9/channels/{channel}"
+	RouteEditChannel     = "PATCH /api/v9/channels/{channel}"
 	RouteCreateMessage   = "POST /api/v9/channels/{channel}/messages"
 	RouteGetMessage      = "GET /api/v9/channels/{channel}/messages/{message}"
 	RouteEditMessage     = "PATCH /api/v9/channels/{channel}/messages/{message}"
 	RouteDeleteMessage   = "DELETE /api/v9/channels/{channel}/messages/{message}"
 	RouteStartThread     = "POST /api/v9/channels/{channel}/messages/{message}/threads"
+	RouteAddReaction     = "PUT /api/v9/channels/{channel}/messages/{message}/reactions/{emoji}/@me"
+	RouteRemoveReaction  = "DELETE /api/v9/channels/{channel}/messages/{message}/reactions/{emoji}/@me"
 	RouteStartThreadBare = "POST /api/v9/channels/{channel}/threads"
 	RouteCallback        = "POST /api/v9/interactions/{id}/{token}/callback"
 	RouteFollowUp        = "POST /api/v9/webhooks/{app}/{token}"
@@ -39,6 +42,7 @@ const (
 const (
 	CodeUnknownChannel     = 10003
 	CodeUnknownMessage     = 10008
+	CodeUnknownEmoji       = 10014
 	CodeUnknownWebhook     = 10015
 	CodeUnknownInteraction = 10062
 	CodeCannotEditOthers   = 50005
@@ -46,6 +50,7 @@ const (
 	CodeInvalidToken       = 50027
 	CodeInvalidFormBody    = 50035
 	CodeAlreadyAcked       = 40060
+	CodeMaxReactions       = 30010
 	CodeThreadExists       = 160004
 )
 
@@ -73,11 +78,14 @@ func (s *Server) routes() http.Handler {
 	bot(RouteGetGlobalCmds, s.handleGetCommands)
 	bot(RouteGetGuildCmds, s.handleGetCommands)
 	bot(RouteGetChannel, s.handleGetChannel)
+	bot(RouteEditChannel, s.handleEditChannel)
 	bot(RouteCreateMessage, s.handleCreateMessage)
 	bot(RouteGetMessage, s.handleGetMessage)
 	bot(RouteEditMessage, s.handleEditMessage)
 	bot(RouteDeleteMessage, s.handleDeleteMessage)
 	bot(RouteStartThread, s.handleStartThread)
+	bot(RouteAddReaction, s.handleAddReaction)
+	bot(RouteRemoveReaction, s.handleRemoveReaction)
 	bot(RouteStartThreadBare, s.handleStartThreadBare)
 	hook(RouteCallback, s.handleCallback)
 	hook(RouteFollowUp, s.handleFollowUp)

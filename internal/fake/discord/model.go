@@ -154,15 +154,27 @@ type Message struct {
 	Deleted  bool
 	// ThreadID is the thread started from this message, if any.
 	ThreadID string
+	// Reactions are the message's reactions, in the order their emoji
+	// were first added.
+	Reactions []Reaction
 }
 
 // Ephemeral reports whether only the interacting user sees the message.
 func (m Message) Ephemeral() bool { return m.Flags&FlagEphemeral != 0 }
 
+// Loading reports whether the message is a deferred interaction response
+// still showing "thinking…": nothing has edited it yet.
+func (m Message) Loading() bool { return m.Flags&flagLoading != 0 }
+
 func (m *Message) clone() Message {
 	c := *m
 	c.Attachments = append([]Attachment(nil), m.Attachments...)
 	c.Mentions = append([]User(nil), m.Mentions...)
+	c.Reactions = nil
+	for _, r := range m.Reactions {
+		r.Users = append([]string(nil), r.Users...)
+		c.Reactions = append(c.Reactions, r)
+	}
 	return c
 }
 
@@ -195,6 +207,9 @@ func (m *Message) wire() map[string]any {
 			"proxy_url": "https://media.discordapp.net/attachments/" + m.ChannelID + "/" + a.ID + "/" + a.Filename}
 	}
 	w["attachments"] = atts
+	if len(m.Reactions) > 0 {
+		w["reactions"] = reactionsWire(m.Reactions)
+	}
 	if m.Webhook != "" {
 		w["webhook_id"] = m.Webhook
 		w["application_id"] = m.Webhook
@@ -335,3 +350,25 @@ func (e Edit) EmbedText() string { return embedText(e.Embeds) }
 
 // CustomIDs lists the custom_id of the edited message's buttons, in order.
 func (e Edit) CustomIDs() []string { return customIDs(e.Components) }
+
+// embedFooters lists the footer text of every embed that has one.
+func embedFooters(raw json.RawMessage) []string {
+	var es []embed
+	if json.Unmarshal(rawOrEmpty(raw), &es) != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range es {
+		if e.Footer != nil {
+			out = append(out, e.Footer.Text)
+		}
+	}
+	return out
+}
+
+// EmbedFooters lists the footer text of the message's embeds that have
+// one. Discord shows footers as plain text, without Markdown.
+func (m Message) EmbedFooters() []string { return embedFooters(m.Embeds) }
+
+// EmbedFooters lists the footer text of the edited message's embeds.
+func (e Edit) EmbedFooters() []string { return embedFooters(e.Embeds) }

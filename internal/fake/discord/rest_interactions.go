@@ -188,6 +188,33 @@ func (s *Server) handleFollowUp(w http.ResponseWriter, r *http.Request, req *req
 		s.mu.Unlock()
 		return
 	}
+	if orig := s.messages[in.OriginalID]; in.ResponseType == CallbackDeferMessage && orig != nil && !orig.Deleted && orig.Flags&flagLoading != 0 {
+		// Discord, for compatibility: a follow-up while the deferred
+		// "thinking…" message still loads edits that message instead,
+		// and its visibility stays what the deferral chose; the follow-up's
+		// ephemeral flag is ignored.
+		p.Flags = nil
+		wire, ok := s.editLocked(w, orig, p, req.Files, "webhook")
+		if ok {
+			orig.Flags &^= flagLoading
+			wire["flags"] = orig.Flags
+		}
+		c := s.channels[orig.ChannelID]
+		eph := orig.Ephemeral()
+		s.mu.Unlock()
+		if !ok {
+			return
+		}
+		if !eph && c != nil {
+			s.gw.dispatchMessage("MESSAGE_UPDATE", wire, c, false)
+		}
+		if r.URL.Query().Get("wait") == "true" {
+			writeJSON(w, http.StatusOK, wire)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	m := s.responseMessage(in)
 	applyPayload(m, p)
 	m.Flags &= FlagEphemeral

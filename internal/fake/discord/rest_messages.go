@@ -21,6 +21,35 @@ func (s *Server) handleGetChannel(w http.ResponseWriter, r *http.Request, _ *req
 	writeJSON(w, http.StatusOK, wire)
 }
 
+// handleEditChannel renames a channel or thread (PATCH /channels/{id} with
+// {"name"}): only threads the bot created may be renamed without Manage
+// Threads, which the bot does not ask for; names are 1 to 100 characters.
+func (s *Server) handleEditChannel(w http.ResponseWriter, r *http.Request, req *request) {
+	var body struct {
+		Name *string `json:"name"`
+	}
+	if err := json.Unmarshal(req.JSON, &body); err != nil {
+		writeError(w, http.StatusBadRequest, CodeInvalidFormBody, "Invalid Form Body", nil)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.channels[r.PathValue("channel")]
+	switch {
+	case !ok:
+		writeError(w, http.StatusNotFound, CodeUnknownChannel, "Unknown Channel", nil)
+		return
+	case c.ParentID == "" || c.OwnerID != s.opts.AppID:
+		writeError(w, http.StatusForbidden, 50013, "Missing Permissions", nil)
+		return
+	case body.Name == nil || len([]rune(*body.Name)) < 1 || len([]rune(*body.Name)) > 100:
+		writeError(w, http.StatusBadRequest, CodeInvalidFormBody, "Invalid Form Body", map[string]any{"name": map[string]any{"_errors": []map[string]string{{"code": "BASE_TYPE_BAD_LENGTH", "message": "Must be between 1 and 100 in length."}}}})
+		return
+	}
+	c.Name = *body.Name
+	writeJSON(w, http.StatusOK, c.wire())
+}
+
 func (s *Server) handleCreateMessage(w http.ResponseWriter, r *http.Request, req *request) {
 	p, err := decodePayload(req.JSON)
 	if err != nil {

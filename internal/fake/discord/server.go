@@ -7,12 +7,13 @@
 // process-global is changed, so tests using different fakes run in parallel.
 // The gateway URL the fake advertises is its own websocket endpoint.
 //
-// The fake keeps channels, threads, messages, interactions and application
-// commands in memory, enforces the limits that shape a bot (content length,
-// component and embed limits, the 3 s interaction acknowledgement deadline,
-// interaction token lifetime), can inject 429 rate-limit responses, and
-// records every request and every message edit with its receive time. Test
-// code simulates users (UserMessage, SlashCommand, ClickButton, SubmitModal)
+// The fake keeps channels, threads, messages (with the bot's reactions),
+// interactions and application commands in memory, enforces the limits that
+// shape a bot (content length, component and embed limits, the 3 s
+// interaction acknowledgement deadline, interaction token lifetime), can
+// inject 429 rate-limit responses, and records every request, every message
+// edit and every reaction change with its receive time. Test code simulates
+// users (UserMessage, SlashCommand, ClickButton, SubmitModal)
 // and the gateway's misbehaviour (DropConnections, SendReconnect,
 // InvalidateSession, ReplayOnResumeFrom), and waits for conditions with Wait,
 // never with sleeps.
@@ -107,19 +108,20 @@ type Server struct {
 	opts Options
 	srv  *httptest.Server
 
-	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced on every state change
-	nextID   uint64
-	guilds   map[string]*Guild
-	channels map[string]*Channel
-	messages map[string]*Message
-	order    []string // message IDs in creation order
-	inters   map[string]*Interaction
-	byToken  map[string]*Interaction
-	commands map[string][]json.RawMessage // scope ("global" or guild ID) → registered commands
-	requests []Record
-	edits    []Edit
-	limits   []*rateRule
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced on every state change
+	nextID    uint64
+	guilds    map[string]*Guild
+	channels  map[string]*Channel
+	messages  map[string]*Message
+	order     []string // message IDs in creation order
+	inters    map[string]*Interaction
+	byToken   map[string]*Interaction
+	commands  map[string][]json.RawMessage // scope ("global" or guild ID) → registered commands
+	requests  []Record
+	edits     []Edit
+	reactions []ReactionEvent
+	limits    []*rateRule
 
 	gw *gateway
 }
