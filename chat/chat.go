@@ -157,3 +157,10 @@ type Reactor interface {
 	React(ctx context.Context, th Thread, ref, emoji string) error
 	Unreact(ctx context.Context, th Thread, ref, emoji string) error
 }
+
+// Notifier is an optional Poster capability for a platform that posts
+// with mentions silenced (Discord): post text that notifies exactly these
+// users. Where a mention in text always notifies (Slack), PostText does.
+type Notifier interface {
+	Notify(ctx context.Context, th Thread, text string, users []User) (string, error)
+}

@@ -79,6 +79,8 @@ type watcher struct {
 	fresh int // lowest turn a new (not redelivered) message asked for; 0: none
 
 	approvers string // who may approve, fetched once
+	// approverUsers are the people approvers names, for a Notifier.
+	approverUsers []User
 
 	// The watch lease, owned by the watcher's goroutine: held says this
 	// replica holds it until until, and renews it at renewAt; legacy says

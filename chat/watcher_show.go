@@ -97,8 +97,10 @@ func (w *watcher) approverHint(ctx context.Context) string {
 		return ""
 	}
 	who := []string{mention(w.p, info.Owner) + " (owner)"}
+	w.approverUsers = []User{info.Owner}
 	for _, a := range w.cfg.Approvers {
 		who = append(who, mention(w.p, User{ID: a}))
+		w.approverUsers = append(w.approverUsers, User{ID: a})
 	}
 	for _, r := range w.cfg.ApproverRoles {
 		who = append(who, "role "+r)
@@ -172,7 +174,13 @@ func (w *watcher) announce(ctx context.Context, v *view) {
 		return
 	}
 	text := fmt.Sprintf("✋ A command of turn %d waits for approval: %s. The buttons are on the card above.", v.turn, w.approvers)
-	if _, err := w.p.PostText(ctx, w.th, text); err != nil {
+	var err error
+	if n, ok := w.p.(Notifier); ok {
+		_, err = n.Notify(ctx, w.th, text, w.approverUsers)
+	} else {
+		_, err = w.p.PostText(ctx, w.th, text)
+	}
+	if err != nil {
 		w.log.Warn("watcher: announce the approval", "turn", v.turn, "err", err)
 		return
 	}

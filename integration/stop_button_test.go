@@ -132,3 +132,32 @@ func TestDiscordTitleAndReactions(t *testing.T) {
 		return false
 	})
 }
+
+// On Discord, where every bot message is sent with mentions off, the one
+// approval notice pings exactly the people who may approve.
+func TestDiscordApprovalNoticePingsApprovers(t *testing.T) {
+	e := newDiscordEnv(t, discordOptions{})
+	e.s.model.Push(fakeopenai.ToolCallStep("c1", "shell", shell("touch x")))
+	th := e.mention(discordAlice, "make a file")
+	e.approvalCard(e.statusRef(th, 1))
+	var notice fakediscord.Message
+	e.wait("the approval notice", func() bool {
+		for _, m := range e.botMessages(th.Thread) {
+			if isApprovalNotice(m.Content) {
+				notice = m
+				return true
+			}
+		}
+		return false
+	})
+	if len(notice.Pinged) == 0 || notice.Pinged[0] != discordAlice.User.ID {
+		t.Fatalf("the notice %q pinged %v, want the owner", notice.Content, notice.Pinged)
+	}
+	for _, m := range e.botMessages(th.Thread) {
+		if m.ID != notice.ID && len(m.Pinged) > 0 {
+			t.Fatalf("another bot message pinged %v: %q", m.Pinged, m.Content)
+		}
+	}
+	e.slash(th, discordAlice, "stop")
+	e.waitTurn(th, "the stopped turn", done)
+}

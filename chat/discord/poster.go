@@ -180,3 +180,22 @@ func (a *Adapter) RenameThread(ctx context.Context, th chat.Thread, name string)
 	}
 	return nil
 }
+
+// Notify implements chat.Notifier: the approval notice pings exactly the
+// people who may approve (every other message is sent with mentions off).
+func (a *Adapter) Notify(ctx context.Context, th chat.Thread, text string, users []chat.User) (string, error) {
+	var ids []string
+	for _, u := range users {
+		if u.ID != "" && len(ids) < 100 {
+			ids = append(ids, u.ID)
+		}
+	}
+	msg, err := a.s.ChannelMessageSendComplex(target(th), &discordgo.MessageSend{
+		Content:         clampPlain(safetext.Text(text), MaxContent),
+		AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}, Users: ids},
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		return "", fmt.Errorf("discord: notify in %s: %w", target(th), err)
+	}
+	return msg.ID, nil
+}

@@ -151,6 +151,9 @@ type Message struct {
 	// Webhook is set for interaction responses and follow-ups.
 	Webhook  string
 	Mentions []User
+	// Pinged are the users a bot message's content notified, as Discord
+	// works it out from <@id> mentions and allowed_mentions.
+	Pinged []string
 	Deleted  bool
 	// ThreadID is the thread started from this message, if any.
 	ThreadID string
@@ -170,6 +173,7 @@ func (m *Message) clone() Message {
 	c := *m
 	c.Attachments = append([]Attachment(nil), m.Attachments...)
 	c.Mentions = append([]User(nil), m.Mentions...)
+	c.Pinged = append([]string(nil), m.Pinged...)
 	c.Reactions = nil
 	for _, r := range m.Reactions {
 		r.Users = append([]string(nil), r.Users...)

@@ -3,6 +3,8 @@ package fakediscord
 import (
 	"encoding/json"
 	"net/http"
+	"regexp"
+	"slices"
 	"time"
 )
 
@@ -74,6 +76,7 @@ func (s *Server) handleCreateMessage(w http.ResponseWriter, r *http.Request, req
 	}
 	m := &Message{ID: s.newID(), ChannelID: c.ID, GuildID: c.GuildID, Author: s.BotUser(), Created: time.Now()}
 	applyPayload(m, p)
+	m.Pinged = pinged(m.Content, p)
 	m.Flags &^= FlagEphemeral // only interaction responses can be ephemeral
 	s.addFiles(m, req.Files)
 	s.storeMessage(m)
@@ -329,4 +332,23 @@ func (s *Server) dispatchThreadCreate(wire map[string]any) {
 	}
 	d["newly_created"] = true
 	s.gw.dispatch("THREAD_CREATE", intentGuilds, func(int) any { return d })
+}
+
+// userMention is <@id> or <@!id> in message content.
+var userMention = regexp.MustCompile(`<@!?(\d+)>`)
+
+// pinged are the users content notifies: every one mentioned when
+// allowed_mentions is absent or parses "users", else only those it lists.
+func pinged(content string, p payload) []string {
+	var out []string
+	for _, m := range userMention.FindAllStringSubmatch(content, -1) {
+		id := m[1]
+		am := p.AllowedMentions
+		if am == nil || slices.Contains(am.Parse, "users") || slices.Contains(am.Users, id) {
+			if !slices.Contains(out, id) {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
 }

@@ -22,6 +22,12 @@ type payload struct {
 	Embeds      *json.RawMessage `json:"embeds"`
 	Flags       *int             `json:"flags"`
 	Attachments *json.RawMessage `json:"attachments"`
+	// AllowedMentions says whom the content may ping; absent, Discord
+	// pings every user mentioned.
+	AllowedMentions *struct {
+		Parse []string `json:"parse"`
+		Users []string `json:"users"`
+	} `json:"allowed_mentions"`
 }
 
 func decodePayload(raw json.RawMessage) (payload, error) {
