@@ -153,8 +153,8 @@ type Message struct {
 	Mentions []User
 	// Pinged are the users a bot message's content notified, as Discord
 	// works it out from <@id> mentions and allowed_mentions.
-	Pinged []string
-	Deleted  bool
+	Pinged  []string
+	Deleted bool
 	// ThreadID is the thread started from this message, if any.
 	ThreadID string
 	// Reactions are the message's reactions, in the order their emoji
