@@ -20,6 +20,8 @@ package chat
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"github.com/sandbot/sandbot/session"
 )
@@ -43,6 +45,11 @@ type Message struct {
 	// Ref is the message itself (Slack ts, Discord message ID), for the
 	// reactions that show its turn's state; "" where there is none.
 	Ref string
+	// Context is what was said in the thread before the bot was first
+	// mentioned in it, oldest first: the adapter fills it only when the
+	// message would start a session in a thread that already had a
+	// conversation.
+	Context []ContextLine
 	// Admin is true when the platform says the user may act for everyone
 	// (for example a configured approver role); the workflow checks again.
 	Admin bool
@@ -163,4 +170,44 @@ type Reactor interface {
 // users. Where a mention in text always notifies (Slack), PostText does.
 type Notifier interface {
 	Notify(ctx context.Context, th Thread, text string, users []User) (string, error)
+}
+
+// ContextLine is one earlier message of a thread.
+type ContextLine struct {
+	User string // display name
+	Text string
+}
+
+// Thread context limits: what the first prompt may carry of a thread's
+// earlier conversation (the newest lines win).
+const (
+	MaxContextLines     = 50
+	MaxContextLineRunes = 2000
+	MaxContextBytes     = 16 << 10
+)
+
+// contextText formats a thread's earlier messages for the session, within
+// MaxContextBytes, keeping the newest; each line neutralised like any text
+// shown to people, and cut to MaxContextLineRunes.
+func contextText(lines []ContextLine) string {
+	if len(lines) > MaxContextLines {
+		lines = lines[len(lines)-MaxContextLines:]
+	}
+	var out []string
+	total := 0
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := lines[i]
+		who := strings.TrimSpace(l.User)
+		if who == "" {
+			who = "someone"
+		}
+		s := who + ": " + truncate(strings.TrimSpace(l.Text), MaxContextLineRunes)
+		if total+len(s)+1 > MaxContextBytes {
+			break
+		}
+		total += len(s) + 1
+		out = append(out, s)
+	}
+	slices.Reverse(out)
+	return strings.Join(out, "\n")
 }

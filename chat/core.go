@@ -216,7 +216,10 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 	defer cancel()
-	req := session.MessageRequest{EventID: m.EventID, User: m.User, Text: text, Ref: m.Ref}
+	req := session.MessageRequest{EventID: m.EventID, User: m.User, Text: text, Ref: m.Ref, Context: contextText(m.Context)}
+	if len(req.Text)+len(req.Context) > session.MaxMessageBytes {
+		req.Context = "" // the message itself wins; the thread's past is a bonus
+	}
 	if model, rest, ok := cutModel(text); ok {
 		if strings.TrimSpace(rest) == "" {
 			c.say(ctx, p, th, "model="+model+" picks the model for a task; add the task after it, or use /model "+model+".")

@@ -9,4 +9,5 @@ var (
 	InternalErrorText = internalErrorText
 	DigestPrefix      = digestPrefix
 	RenderHistory     = renderHistory
+	ContextText       = contextText
 )

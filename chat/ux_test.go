@@ -84,3 +84,35 @@ func TestRunningCommandShowsElapsedTime(t *testing.T) {
 		t.Fatalf("at 46 s: %q", got)
 	}
 }
+
+// A thread's earlier conversation is capped: at most MaxContextBytes, the
+// newest lines kept, each line cut; and a message whose text and context
+// together pass the message limit goes without the context.
+func TestThreadContextIsCapped(t *testing.T) {
+	var lines []chat.ContextLine
+	for i := range 200 {
+		lines = append(lines, chat.ContextLine{User: "bob", Text: fmt.Sprintf("message %03d %s", i, strings.Repeat("x", 3000))})
+	}
+	got := chat.ContextText(lines)
+	if len(got) > chat.MaxContextBytes || !strings.Contains(got, "message 199") || strings.Contains(got, "message 100 ") {
+		t.Fatalf("context of %d bytes (newest kept? %v)", len(got), strings.Contains(got, "message 199"))
+	}
+	var sent session.MessageRequest
+	f := &chattest.Sessions{
+		SendFn: func(_ session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
+			sent = req
+			return session.MessageResponse{Turn: 1}, nil
+		},
+		TurnStateFn: (&script{states: []session.TurnState{done(1, 1, "ok")}}).next,
+	}
+	c := newTestCore(t, f, newAutoClock(), nil)
+	m := msg("e-big", strings.Repeat("y", session.MaxMessageBytes-100))
+	m.Context = lines
+	if err := c.HandleMessage(context.Background(), &recPoster{}, m); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	if sent.Context != "" || len(sent.Text)+len(sent.Context) > session.MaxMessageBytes {
+		t.Fatalf("a near-limit message carried %d bytes of context", len(sent.Context))
+	}
+}

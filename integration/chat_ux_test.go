@@ -7,6 +7,7 @@ import (
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/config"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
+	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -113,5 +114,35 @@ func TestModelPerSession(t *testing.T) {
 	last := reqs[len(reqs)-1]
 	if last.Body.Model != "fake-model-big" || strings.Contains(dump(last.Body.Messages), "model=") {
 		t.Fatalf("a model=NAME message sent model %q and messages %s", last.Body.Model, dump(last.Body.Messages))
+	}
+}
+
+// Mentioned partway through a Slack thread, the bot puts what was said
+// before into the session's first prompt, named by display name; later
+// messages bring no context again.
+func TestSlackThreadContextReachesTheFirstPrompt(t *testing.T) {
+	e := newSlackEnv(t, slackOptions{stack: []stackOption{slackNoApprovals}})
+	root := e.send(fakeslack.UserMessage{User: slackBob, Channel: e.channel, Text: "the nightly build fails on arm64"})
+	th := e.thread(root.Message.TS)
+	e.reply(th, slackDave, "only since the cache change, I think")
+	e.s.model.Push(fakeopenai.FinalStep("Looking."))
+	e.reply(th, slackAlice, e.f.Mention()+" can you fix it?")
+	e.waitDone(th, 1)
+	first := e.s.model.Requests()[0]
+	body := dump(first.Body.Messages)
+	for _, want := range []string{"Earlier in this chat thread", "the nightly build fails on arm64", "only since the cache change, I think", "can you fix it?"} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("the first prompt lacks %q: %s", want, body)
+		}
+	}
+	if strings.Contains(body, slackBob+":") || strings.Contains(body, slackDave+":") {
+		t.Fatalf("the context names people by ID: %s", body)
+	}
+	e.s.model.Push(fakeopenai.FinalStep("Still on it."))
+	e.reply(th, slackAlice, e.f.Mention()+" any news?")
+	e.waitDone(th, 2)
+	reqs := e.s.model.Requests()
+	if n := strings.Count(dump(reqs[len(reqs)-1].Body.Messages), "Earlier in this chat thread"); n != 1 {
+		t.Fatalf("the context appears %d times in turn 2's prompt, want once", n)
 	}
 }

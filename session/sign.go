@@ -109,6 +109,9 @@ func (r *MessageRequest) signedFields() []string {
 	if r.Model != "" {
 		f = append(f, "model:"+r.Model)
 	}
+	if r.Context != "" {
+		f = append(f, "context:"+r.Context)
+	}
 	return append(f, userFields(r.User)...)
 }
 

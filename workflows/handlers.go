@@ -96,7 +96,7 @@ func (s *sessionRun) validateMessage(ctx workflow.Context, req session.MessageRe
 	if err := s.validateAlive(ctx, nil); err != nil {
 		return err
 	}
-	if n := len(req.Text); n > session.MaxMessageBytes {
+	if n := len(req.Text) + len(req.Context); n > session.MaxMessageBytes {
 		return fmt.Errorf("message is %d bytes; the limit is %d bytes (64 KiB). Attach large content as a file in the workspace instead", n, session.MaxMessageBytes)
 	}
 	if strings.TrimSpace(req.Text) == "" {
@@ -116,7 +116,11 @@ func (s *sessionRun) onMessage(ctx workflow.Context, req session.MessageRequest)
 	if req.Model != "" {
 		s.st.Model = req.Model // validated; the next turn to start takes it
 	}
-	s.st.Queue = append(s.st.Queue, QueuedMessage{EventID: req.EventID, User: req.User, Text: req.Text, At: workflow.Now(ctx), Ref: req.Ref})
+	q := QueuedMessage{EventID: req.EventID, User: req.User, Text: req.Text, At: workflow.Now(ctx), Ref: req.Ref}
+	if s.st.Turn == 0 && len(s.st.Queue) == 0 && len(s.st.Transcript) == 0 {
+		q.Context = req.Context // only a session's first message brings the thread's past
+	}
+	s.st.Queue = append(s.st.Queue, q)
 	// A new message ends a pause: the user wants an answer.
 	s.st.Paused = false
 	s.pauseRequested = false

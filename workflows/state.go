@@ -102,6 +102,9 @@ type QueuedMessage struct {
 	At      time.Time    `json:"at"`
 	// Ref is the chat message (see session.MessageRequest.Ref).
 	Ref string `json:"ref,omitempty"`
+	// Context is the thread's earlier conversation, for a session's first
+	// message (see session.MessageRequest.Context).
+	Context string `json:"context,omitempty"`
 }
 
 // SeenEvent maps a processed event ID to its turn.

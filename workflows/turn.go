@@ -36,6 +36,10 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 			s.st.Last.MessageRefs = append(s.st.Last.MessageRefs, m.Ref)
 		}
 		s.st.remember(m.EventID, s.st.Turn)
+		if m.Context != "" {
+			s.st.appendTranscript(session.HistoryEntry{Turn: s.st.Turn, At: m.At, Msg: session.Message{Role: session.RoleUser,
+				Content: "[Earlier in this chat thread, before sandbot was mentioned (for context; the request follows):\n" + m.Context + "\n]"}})
+		}
 		content := m.Text
 		if multi || (m.User.ID != "" && m.User.ID != s.st.Owner.ID) {
 			content = speaker(m.User, s.st.Owner) + ": " + m.Text

@@ -97,8 +97,15 @@ func (a *Adapter) onUserMessage(ctx context.Context, in incoming) error {
 		}
 		return a.ephemeral(ctx, in.channel, in.threadTS, in.user, why)
 	}
+	var past []chat.ContextLine
+	if in.mention && in.threadTS != "" && in.threadTS != in.ts && !a.isSession(ctx, th) {
+		// Mentioned partway through a thread that is no session yet: what
+		// was said before goes into the first prompt.
+		past = a.threadContext(ctx, in.channel, in.threadTS, in.ts)
+	}
 	a.threads.set(th, true)
 	return a.core.HandleMessage(ctx, a, chat.Message{
+		Context: past,
 		EventID: key,
 		Thread:  th,
 		User:    a.user(ctx, in.user, ""),

@@ -2,6 +2,7 @@ package slack
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -150,4 +151,38 @@ func (a *Adapter) threadHasBot(ctx context.Context, th chat.Thread) (bool, error
 		}
 	}
 	return false, nil
+}
+
+// threadContext is what a thread said before the message at ts, oldest
+// first, each message named by its author's display name (bots by their
+// name). A failure leaves the context empty: the message still goes on.
+func (a *Adapter) threadContext(ctx context.Context, channel, root, ts string) []chat.ContextLine {
+	msgs, _, _, err := a.api.GetConversationRepliesContext(ctx, &slackgo.GetConversationRepliesParameters{
+		ChannelID: channel, Timestamp: root, Limit: 200,
+	})
+	metrics.ChatCall(Platform, "conversations.replies", err != nil)
+	if err != nil {
+		a.log.Warn("slack: thread context unavailable", "channel", channel, "thread_ts", root, "err", err)
+		return nil
+	}
+	before, _ := strconv.ParseFloat(ts, 64)
+	var out []chat.ContextLine
+	for _, m := range msgs {
+		at, err := strconv.ParseFloat(m.Timestamp, 64)
+		if err != nil || at >= before || strings.TrimSpace(m.Text) == "" {
+			continue
+		}
+		who := m.Username
+		if m.User != "" && m.BotID == "" {
+			who = a.user(ctx, m.User, m.Username).Name
+		}
+		if who == "" {
+			who = "a bot"
+		}
+		out = append(out, chat.ContextLine{User: who, Text: m.Text})
+	}
+	if len(out) > chat.MaxContextLines {
+		out = out[len(out)-chat.MaxContextLines:]
+	}
+	return out
 }
