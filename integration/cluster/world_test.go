@@ -252,7 +252,13 @@ func (w *world) approvalButtons(th chat.Thread, turn int) (string, map[string]fa
 	var buttons []fakeslack.Button
 	w.wait("approval buttons on the status message", func(s fakeslack.Snapshot) bool {
 		m, ok := s.Message(w.channel, ref)
-		buttons = shownButtons(m)
+		buttons = nil
+		for _, b := range shownButtons(m) {
+			// The running card also has Stop.
+			if id := slack.ActionIDOf(b.ActionID); id == chat.ActionApprove || id == chat.ActionApproveAlways || id == chat.ActionReject {
+				buttons = append(buttons, b)
+			}
+		}
 		return ok && len(buttons) == 3
 	})
 	out := map[string]fakeslack.Button{}
