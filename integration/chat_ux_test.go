@@ -6,6 +6,7 @@ import (
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/config"
+	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 	"github.com/sandbot/sandbot/session"
@@ -144,5 +145,25 @@ func TestSlackThreadContextReachesTheFirstPrompt(t *testing.T) {
 	reqs := e.s.model.Requests()
 	if n := strings.Count(dump(reqs[len(reqs)-1].Body.Messages), "Earlier in this chat thread"); n != 1 {
 		t.Fatalf("the context appears %d times in turn 2's prompt, want once", n)
+	}
+}
+
+// In a Discord thread someone else started, the first mention brings the
+// thread's earlier messages into the session's first prompt.
+func TestDiscordThreadContextReachesTheFirstPrompt(t *testing.T) {
+	e := newDiscordEnv(t, discordOptions{stack: []stackOption{noApprovals}})
+	threadID := "5300000000000000001"
+	e.f.AddChannel(fakediscord.Channel{ID: threadID, Type: fakediscord.ChannelPublicThread, GuildID: e.guild, ParentID: e.channel, OwnerID: discordBob.User.ID, Name: "arm64 build"})
+	e.say(chat.Thread{Thread: threadID}, discordBob, "the nightly build fails on arm64")
+	e.say(chat.Thread{Thread: threadID}, discordAlice, "since the cache change")
+	e.s.model.Push(fakeopenai.FinalStep("Looking."))
+	e.say(chat.Thread{Thread: threadID}, discordAlice, "<@"+e.f.AppID()+"> can you fix it?")
+	th := chat.Thread{Platform: "discord", Workspace: e.guild, Channel: e.channel, Thread: threadID}
+	e.waitDone(th, 1)
+	body := dump(e.s.model.Requests()[0].Body.Messages)
+	for _, want := range []string{"Earlier in this chat thread", "bob: the nightly build fails on arm64", "alice: since the cache change", "can you fix it?"} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("the first prompt lacks %q: %s", want, body)
+		}
 	}
 }

@@ -48,9 +48,12 @@ type Adapter struct {
 	queues   *serial
 	// seenMsgs and seenInters drop events a gateway RESUME replays; a few
 	// thousand IDs cover any replay window.
-	seenMsgs   *lru.Cache[string, struct{}]
-	seenInters *lru.Cache[string, struct{}]
-	chans      *lru.Cache[string, chanInfo]
+	seenMsgs *lru.Cache[string, struct{}]
+	// contextSent are threads whose earlier messages this process already
+	// fetched for a first prompt (a session only takes them once).
+	contextSent *lru.Cache[string, struct{}]
+	seenInters  *lru.Cache[string, struct{}]
+	chans       *lru.Cache[string, chanInfo]
 }
 
 var (
@@ -87,13 +90,14 @@ func New(cfg Config, log *slog.Logger) (*Adapter, error) {
 	s.LogLevel = discordgo.LogError
 	return &Adapter{
 		cfg: cfg, log: log.With("platform", Platform), s: s,
-		ready:      make(chan struct{}),
-		botID:      cfg.ApplicationID,
-		down:       "not connected yet",
-		queues:     newSerial(),
-		seenMsgs:   lru.New[string, struct{}](4096),
-		seenInters: lru.New[string, struct{}](1024),
-		chans:      lru.New[string, chanInfo](4096),
+		ready:       make(chan struct{}),
+		botID:       cfg.ApplicationID,
+		down:        "not connected yet",
+		queues:      newSerial(),
+		seenMsgs:    lru.New[string, struct{}](4096),
+		contextSent: lru.New[string, struct{}](4096),
+		seenInters:  lru.New[string, struct{}](1024),
+		chans:       lru.New[string, chanInfo](4096),
 	}, nil
 }
 

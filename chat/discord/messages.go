@@ -160,7 +160,15 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordgo.Message) {
 		}
 		th.Thread = t
 	}
-	err := a.core.HandleMessage(ctx, a, chat.Message{EventID: m.ID, Ref: m.ID, Thread: th, User: u, Text: text, Admin: a.cfg.approver(u.Roles)})
+	var past []chat.ContextLine
+	if mentioned && m.GuildID != "" && th.Thread == m.ChannelID && a.contextSent.Add(th.Thread, struct{}{}) {
+		if ci, err := a.channel(ctx, m.ChannelID); err == nil && ci.thread() && ci.Owner != bot {
+			// A thread someone else started: what was said before the
+			// bot was mentioned goes into the session's first prompt.
+			past = a.threadContext(ctx, m.ChannelID, m.ID, bot)
+		}
+	}
+	err := a.core.HandleMessage(ctx, a, chat.Message{EventID: m.ID, Ref: m.ID, Thread: th, User: u, Text: text, Admin: a.cfg.approver(u.Roles), Context: past})
 	if err != nil {
 		log.Error("handle message", "thread_id", th.ID(), "err", err)
 	}
@@ -254,4 +262,24 @@ func restCode(err error) (status, code int) {
 		code = re.Message.Code
 	}
 	return status, code
+}
+
+// threadContext is what a thread said before message id, oldest first,
+// named by display name (the bot's own messages left out). A failure
+// leaves it empty: the message still goes on.
+func (a *Adapter) threadContext(ctx context.Context, channel, before, bot string) []chat.ContextLine {
+	msgs, err := a.s.ChannelMessages(channel, chat.MaxContextLines, before, "", "", discordgo.WithContext(ctx))
+	if err != nil {
+		a.log.Warn("thread context unavailable", "channel", channel, "err", err)
+		return nil
+	}
+	var out []chat.ContextLine
+	for i := len(msgs) - 1; i >= 0; i-- { // Discord lists the newest first
+		m := msgs[i]
+		if m.Author == nil || m.Author.ID == bot || strings.TrimSpace(m.Content) == "" {
+			continue
+		}
+		out = append(out, chat.ContextLine{User: userOf(m.Author, m.Member).Name, Text: m.Content})
+	}
+	return out
 }

@@ -25,6 +25,7 @@ const (
 	RouteEditChannel     = "PATCH /api/v9/channels/{channel}"
 	RouteCreateMessage   = "POST /api/v9/channels/{channel}/messages"
 	RouteGetMessage      = "GET /api/v9/channels/{channel}/messages/{message}"
+	RouteListMessages    = "GET /api/v9/channels/{channel}/messages"
 	RouteEditMessage     = "PATCH /api/v9/channels/{channel}/messages/{message}"
 	RouteDeleteMessage   = "DELETE /api/v9/channels/{channel}/messages/{message}"
 	RouteStartThread     = "POST /api/v9/channels/{channel}/messages/{message}/threads"
@@ -78,6 +79,7 @@ func (s *Server) routes() http.Handler {
 	bot(RouteGetGlobalCmds, s.handleGetCommands)
 	bot(RouteGetGuildCmds, s.handleGetCommands)
 	bot(RouteGetChannel, s.handleGetChannel)
+	bot(RouteListMessages, s.handleListMessages)
 	bot(RouteEditChannel, s.handleEditChannel)
 	bot(RouteCreateMessage, s.handleCreateMessage)
 	bot(RouteGetMessage, s.handleGetMessage)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -137,6 +138,48 @@ func (s *Server) storeMessage(m *Message) {
 	s.messages[m.ID] = m
 	s.order = append(s.order, m.ID)
 	s.bump()
+}
+
+// handleListMessages is GET /channels/{id}/messages?before=ID&limit=N as
+// Discord answers it: the newest messages before ID first, limit 1 to 100
+// (default 50), ephemeral and deleted ones left out.
+func (s *Server) handleListMessages(w http.ResponseWriter, r *http.Request, _ *request) {
+	limit := 50
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 100 {
+			writeError(w, http.StatusBadRequest, CodeInvalidFormBody, "Invalid Form Body", map[string]any{"limit": map[string]any{"_errors": []map[string]string{{"code": "NUMBER_TYPE_MAX", "message": "int value should be less than or equal to 100."}}}})
+			return
+		}
+		limit = n
+	}
+	before := r.URL.Query().Get("before")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := r.PathValue("channel")
+	if _, ok := s.channels[ch]; !ok {
+		writeError(w, http.StatusNotFound, CodeUnknownChannel, "Unknown Channel", nil)
+		return
+	}
+	out := []map[string]any{}
+	for i := len(s.order) - 1; i >= 0 && len(out) < limit; i-- {
+		m := s.messages[s.order[i]]
+		if m.ChannelID != ch || m.Deleted || m.Ephemeral() {
+			continue
+		}
+		if before != "" && !snowflakeBefore(m.ID, before) {
+			continue
+		}
+		out = append(out, m.wire())
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// snowflakeBefore reports whether snowflake a is older than b.
+func snowflakeBefore(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x < y
 }
 
 func (s *Server) handleGetMessage(w http.ResponseWriter, r *http.Request, _ *request) {
