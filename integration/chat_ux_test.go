@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/slack"
 	"github.com/sandbot/sandbot/config"
 	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
@@ -165,5 +166,29 @@ func TestDiscordThreadContextReachesTheFirstPrompt(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Fatalf("the first prompt lacks %q: %s", want, body)
 		}
+	}
+}
+
+// Where only mentions reach the bot (SANDBOT_SLACK_REQUIRE_MENTION), what
+// the thread said between turns goes into the next turn.
+func TestSlackRequireMentionBringsTheMessagesBetweenTurns(t *testing.T) {
+	e := newSlackEnv(t, slackOptions{stack: []stackOption{slackNoApprovals}, adapter: func(c *slack.Config) { c.RequireMention = true }})
+	e.s.model.Push(fakeopenai.FinalStep("First look done."))
+	th, _ := e.mention(slackAlice, "look at the build")
+	e.waitDone(th, 1)
+	e.reply(th, slackBob, "I tried a clean cache, same failure")
+	e.reply(th, slackDave, "it started on Tuesday")
+	e.s.model.Push(fakeopenai.FinalStep("Thanks."))
+	e.reply(th, slackAlice, e.f.Mention()+" go on")
+	e.waitDone(th, 2)
+	reqs := e.s.model.Requests()
+	body := dump(reqs[len(reqs)-1].Body.Messages)
+	for _, want := range []string{"Said in this chat thread since the last turn", "I tried a clean cache, same failure", "it started on Tuesday", "go on"} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("turn 2's prompt lacks %q: %s", want, body)
+		}
+	}
+	if strings.Count(body, "look at the build") != 1 || strings.Count(body, "First look done.") != 1 {
+		t.Fatalf("turn 1 came back as context: %s", body)
 	}
 }

@@ -133,9 +133,10 @@ type MessageRequest struct {
 	// bot can mark it when its turn ends. Not signed: it only says where a
 	// reaction goes.
 	Ref string `json:"ref,omitempty"`
-	// Context is what the thread said before the bot was first mentioned
-	// in it ("name: text" lines), for a message that starts a session;
-	// with Text within MaxMessageBytes. A session that has turns ignores it.
+	// Context is what the thread said that did not reach the session
+	// ("name: text" lines): before the bot was first mentioned in it, or,
+	// where only mentions reach the bot, since its last turn. With Text
+	// within MaxMessageBytes.
 	Context string `json:"context,omitempty"`
 	// Model is a model the message picked (model=NAME), for this turn and
 	// the ones after; it must be one the worker offers.

@@ -116,11 +116,7 @@ func (s *sessionRun) onMessage(ctx workflow.Context, req session.MessageRequest)
 	if req.Model != "" {
 		s.st.Model = req.Model // validated; the next turn to start takes it
 	}
-	q := QueuedMessage{EventID: req.EventID, User: req.User, Text: req.Text, At: workflow.Now(ctx), Ref: req.Ref}
-	if s.st.Turn == 0 && len(s.st.Queue) == 0 && len(s.st.Transcript) == 0 {
-		q.Context = req.Context // only a session's first message brings the thread's past
-	}
-	s.st.Queue = append(s.st.Queue, q)
+	s.st.Queue = append(s.st.Queue, QueuedMessage{EventID: req.EventID, User: req.User, Text: req.Text, At: workflow.Now(ctx), Ref: req.Ref, Context: req.Context})
 	// A new message ends a pause: the user wants an answer.
 	s.st.Paused = false
 	s.pauseRequested = false

@@ -38,7 +38,7 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 		s.st.remember(m.EventID, s.st.Turn)
 		if m.Context != "" {
 			s.st.appendTranscript(session.HistoryEntry{Turn: s.st.Turn, At: m.At, Msg: session.Message{Role: session.RoleUser,
-				Content: "[Earlier in this chat thread, before sandbot was mentioned (for context; the request follows):\n" + m.Context + "\n]"}})
+				Content: contextNote(s.st.Turn) + m.Context + "\n]"}})
 		}
 		content := m.Text
 		if multi || (m.User.ID != "" && m.User.ID != s.st.Owner.ID) {
@@ -666,3 +666,13 @@ func speaker(u, owner session.User) string {
 
 // maxMessageRefs bounds the messages a turn's state names for reactions.
 const maxMessageRefs = 20
+
+// contextNote introduces what a chat thread said that was not addressed to
+// sandbot: before it was first mentioned, or (where only mentions reach
+// it) since its last turn.
+func contextNote(turn int) string {
+	if turn <= 1 {
+		return "[Earlier in this chat thread, before sandbot was mentioned (for context; the request follows):\n"
+	}
+	return "[Said in this chat thread since the last turn, not addressed to sandbot (for context; the request follows):\n"
+}

@@ -98,10 +98,17 @@ func (a *Adapter) onUserMessage(ctx context.Context, in incoming) error {
 		return a.ephemeral(ctx, in.channel, in.threadTS, in.user, why)
 	}
 	var past []chat.ContextLine
-	if in.mention && in.threadTS != "" && in.threadTS != in.ts && !a.isSession(ctx, th) {
-		// Mentioned partway through a thread that is no session yet: what
-		// was said before goes into the first prompt.
-		past = a.threadContext(ctx, in.channel, in.threadTS, in.ts)
+	if in.mention && in.threadTS != "" && in.threadTS != in.ts {
+		switch {
+		case !a.isSession(ctx, th):
+			// Mentioned partway through a thread that is no session yet:
+			// what was said before goes into the first prompt.
+			past = a.threadContext(ctx, in.channel, in.threadTS, in.ts, false)
+		case a.cfg.RequireMention:
+			// Only mentions reach the session: what was said since the
+			// bot's last message goes into this turn.
+			past = a.threadContext(ctx, in.channel, in.threadTS, in.ts, true)
+		}
 	}
 	a.threads.set(th, true)
 	return a.core.HandleMessage(ctx, a, chat.Message{

@@ -156,7 +156,7 @@ func (a *Adapter) threadHasBot(ctx context.Context, th chat.Thread) (bool, error
 // threadContext is what a thread said before the message at ts, oldest
 // first, each message named by its author's display name (bots by their
 // name). A failure leaves the context empty: the message still goes on.
-func (a *Adapter) threadContext(ctx context.Context, channel, root, ts string) []chat.ContextLine {
+func (a *Adapter) threadContext(ctx context.Context, channel, root, ts string, sinceBot bool) []chat.ContextLine {
 	msgs, _, _, err := a.api.GetConversationRepliesContext(ctx, &slackgo.GetConversationRepliesParameters{
 		ChannelID: channel, Timestamp: root, Limit: 200,
 	})
@@ -166,10 +166,19 @@ func (a *Adapter) threadContext(ctx context.Context, channel, root, ts string) [
 		return nil
 	}
 	before, _ := strconv.ParseFloat(ts, 64)
+	self := a.identity()
+	mention := "<@" + self.UserID + ">"
 	var out []chat.ContextLine
 	for _, m := range msgs {
 		at, err := strconv.ParseFloat(m.Timestamp, 64)
-		if err != nil || at >= before || strings.TrimSpace(m.Text) == "" {
+		if err != nil || at >= before {
+			continue
+		}
+		if sinceBot && ((self.BotID != "" && m.BotID == self.BotID) || strings.Contains(m.Text, mention)) {
+			out = out[:0] // the bot's own message, or an earlier turn's mention: start after it
+			continue
+		}
+		if strings.TrimSpace(m.Text) == "" {
 			continue
 		}
 		who := m.Username
