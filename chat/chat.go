@@ -22,6 +22,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sandbot/sandbot/session"
 )
@@ -210,4 +211,11 @@ func contextText(lines []ContextLine) string {
 	}
 	slices.Reverse(out)
 	return strings.Join(out, "\n")
+}
+
+// TimeFormatter is an optional Poster capability: write a moment so that
+// each reader sees it in their own time zone (Slack's <!date>, Discord's
+// <t:…>). Without it, cards say UTC.
+type TimeFormatter interface {
+	FormatTime(t time.Time) string
 }

@@ -48,6 +48,9 @@ type RenderOptions struct {
 	// Prices turn the turn's tokens into a cost in the footer (zero:
 	// tokens only).
 	Prices session.Prices
+	// FormatTime, when set, writes moments for the platform (each reader's
+	// local time); nil writes UTC.
+	FormatTime func(time.Time) string
 	// Now, when set, shows how long running commands have run (in steps
 	// of ElapsedStep, so a card changes only that often).
 	Now time.Time
@@ -171,7 +174,7 @@ func renderTurn(ts session.TurnState, o RenderOptions, listed, outputs int, atta
 			small = append(small, "Can approve: "+o.Approvers)
 		}
 		if !p.ExpiresAt.IsZero() {
-			small = append(small, "Expires "+expiry(p))
+			small = append(small, "Expires "+expiry(p, o.FormatTime))
 		}
 		if len(small) > 0 {
 			add(Block{Kind: BlockContext, Text: strings.Join(small, " · ")})
@@ -438,7 +441,10 @@ func commandAttachment(callID string, cmds []string) Attachment {
 }
 
 // expiry formats when a pending approval expires, in UTC.
-func expiry(p *session.PendingApproval) string {
+func expiry(p *session.PendingApproval, format func(time.Time) string) string {
+	if format != nil {
+		return "at " + format(p.ExpiresAt)
+	}
 	t := p.ExpiresAt.UTC()
 	if p.AskedAt.IsZero() || t.Sub(p.AskedAt) > 12*time.Hour {
 		return "at " + t.Format("Jan 2 15:04 UTC")

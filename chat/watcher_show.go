@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/sandbot/sandbot/chat/internal/pace"
 	"github.com/sandbot/sandbot/chat/internal/safetext"
@@ -71,7 +72,15 @@ func (w *watcher) renderOptions() RenderOptions {
 		MeasureCode:      w.cfg.Budget.MeasureCode,
 		Prices:           w.cfg.Prices,
 		Now:              w.cfg.Clock.Now(),
+		FormatTime:       w.formatTime(),
 	}
+}
+
+func (w *watcher) formatTime() func(time.Time) string {
+	if f, ok := w.p.(TimeFormatter); ok {
+		return f.FormatTime
+	}
+	return nil
 }
 
 // running reports whether a command of the turn is running: its card then

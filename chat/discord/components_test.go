@@ -5,8 +5,10 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -196,5 +198,24 @@ func TestCustomID(t *testing.T) {
 				t.Fatalf("round trip: %q %q %v", a, v, err)
 			}
 		})
+	}
+}
+
+// An approval's expiry is Discord's timestamp markup, in the embed's
+// description (which renders it in each reader's time zone), not the
+// plain-text footer.
+func TestExpiryIsADiscordTimestamp(t *testing.T) {
+	at := time.Date(2026, 12, 2, 16, 45, 0, 0, time.UTC)
+	ts := session.TurnState{Turn: 1, Status: session.StatusAwaitingApproval,
+		ToolCalls: []session.ToolCallState{{CallID: "c1", Name: "shell", Commands: []string{"make"}, Status: session.CallAwaitingApproval}},
+		Pending:   &session.PendingApproval{CallID: "c1", Command: "make", AskedAt: at.Add(-time.Minute), ExpiresAt: at}}
+	a := &Adapter{}
+	m, err := ToMessage(chat.RenderTurn(ts, chat.RenderOptions{FormatTime: a.FormatTime}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "<t:" + strconv.FormatInt(at.Unix(), 10) + ":f>"
+	if len(m.Embeds) == 0 || !strings.Contains(m.Embeds[0].Description, want) {
+		t.Fatalf("embed %+v lacks %s in its description", m.Embeds, want)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -198,4 +200,10 @@ func (a *Adapter) Notify(ctx context.Context, th chat.Thread, text string, users
 		return "", fmt.Errorf("discord: notify in %s: %w", target(th), err)
 	}
 	return msg.ID, nil
+}
+
+// FormatTime implements chat.TimeFormatter: Discord's timestamp markup,
+// shown in each reader's time zone (short date and time).
+func (a *Adapter) FormatTime(t time.Time) string {
+	return "<t:" + strconv.FormatInt(t.Unix(), 10) + ":f>"
 }

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	slackgo "github.com/slack-go/slack"
 
@@ -312,4 +314,11 @@ func (a *Adapter) ThreadURL(th chat.Thread) string {
 		return ""
 	}
 	return base + "/archives/" + url.PathEscape(th.Channel) + "/p" + strings.ReplaceAll(th.Thread, ".", "")
+}
+
+// FormatTime implements chat.TimeFormatter: a token Mrkdwn turns into
+// Slack's <!date>, shown in each reader's time zone, with the UTC text as
+// the fallback.
+func (a *Adapter) FormatTime(t time.Time) string {
+	return timeOpen + strconv.FormatInt(t.Unix(), 10) + "|" + t.UTC().Format("Jan 2 15:04 UTC") + timeClose
 }

@@ -12,6 +12,11 @@ import (
 const (
 	mentionOpen  = "\ue000"
 	mentionClose = "\ue001"
+	// timeOpen and timeClose wrap "UNIX|fallback" (Adapter.FormatTime),
+	// which Mrkdwn turns into <!date^UNIX^{time}|fallback>: each reader
+	// sees their own local time.
+	timeOpen  = "\ue002"
+	timeClose = "\ue003"
 )
 
 // isUserID reports whether id looks like a Slack user ID (U… or W…).
@@ -126,6 +131,23 @@ func (sc *scanner) convert(noBold bool, depth int) string {
 			continue
 		case c == mentionClose[0] && strings.HasPrefix(s[i:], mentionClose):
 			i += len(mentionClose)
+			continue
+		case c == timeOpen[0] && strings.HasPrefix(s[i:], timeOpen):
+			rest := s[i+len(timeOpen):]
+			end := strings.Index(rest[:min(len(rest), 80)], timeClose)
+			unix, fallback, ok := "", "", false
+			if end >= 0 {
+				unix, fallback, ok = strings.Cut(rest[:end], "|")
+			}
+			if ok && unix != "" && strings.Trim(unix, "0123456789") == "" {
+				b.WriteString("<!date^" + unix + "^{date_short_pretty} {time}|" + linkText(fallback) + ">")
+				i += len(timeOpen) + end + len(timeClose)
+			} else {
+				i += len(timeOpen) // a stray marker shows nothing
+			}
+			continue
+		case c == timeClose[0] && strings.HasPrefix(s[i:], timeClose):
+			i += len(timeClose)
 			continue
 		case c == '<':
 			if end := sc.index('>', i); end > i && isAutolink(s[i+1:end]) {

@@ -1,8 +1,10 @@
 package slack
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -83,4 +85,20 @@ func FuzzMrkdwn(f *testing.F) {
 		out := Mrkdwn(in)
 		checkMrkdwnSafe(t, in, out)
 	})
+}
+
+// A moment the adapter formats becomes Slack's <!date>, in each reader's
+// time zone; the same markers from anyone else's text become nothing.
+func TestTimesBecomeSlackDates(t *testing.T) {
+	at := time.Date(2026, 12, 2, 16, 45, 0, 0, time.UTC)
+	got := Mrkdwn("Expires at " + (&Adapter{}).FormatTime(at))
+	want := "Expires at <!date^" + strconv.FormatInt(at.Unix(), 10) + "^{date_short_pretty} {time}|Dec 2 16:45 UTC>"
+	if got != want {
+		t.Fatalf("Mrkdwn = %q, want %q", got, want)
+	}
+	for _, forged := range []string{timeOpen + "12|<!channel>" + timeClose, timeOpen + "abc|x" + timeClose, timeOpen + "no close"} {
+		if got := Mrkdwn(forged); strings.Contains(got, "<!") && !strings.Contains(got, "&lt;!channel&gt;") {
+			t.Errorf("Mrkdwn(%q) = %q: a forged marker must not reach Slack as markup", forged, got)
+		}
+	}
 }
