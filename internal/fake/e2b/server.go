@@ -49,6 +49,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandbot/sandbot/internal/fake/fakehttp"
 )
 
 // DefaultAPIKey is the key a Server accepts when Options.APIKey is empty.
@@ -363,28 +365,6 @@ func (s *Server) notifyLocked() {
 	s.changed = make(chan struct{})
 }
 
-// statusRecorder remembers the status a handler wrote, passing flushes on.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *statusRecorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *statusRecorder) Write(p []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.ResponseWriter.Write(p)
-}
-
-func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
 // wrap records calls and applies outages and injected faults before the
 // real handler.
 func (s *Server) wrap(service string, h http.Handler) http.Handler {
@@ -393,7 +373,7 @@ func (s *Server) wrap(service string, h http.Handler) http.Handler {
 		if service == "envd" {
 			call.Sandbox, _ = routeSandbox(r)
 		}
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &fakehttp.StatusRecorder{ResponseWriter: w}
 		s.mu.Lock()
 		down := s.down
 		var f *fault
@@ -423,7 +403,7 @@ func (s *Server) wrap(service string, h http.Handler) http.Handler {
 			h.ServeHTTP(rec, r.WithContext(ctx))
 		}
 		s.mu.Lock()
-		rc.Status = rec.status
+		rc.Status = rec.Status
 		s.notifyLocked()
 		s.mu.Unlock()
 	})

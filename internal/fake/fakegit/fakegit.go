@@ -31,6 +31,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sandbot/sandbot/internal/fake/fakehttp"
 )
 
 // gitUser is the Basic-auth user name GitHub expects with a token.
@@ -175,9 +177,9 @@ func (s *Server) Requests() []string {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := &statusWriter{ResponseWriter: w}
+	rec := &fakehttp.StatusRecorder{ResponseWriter: w}
 	s.route(rec, r)
-	status := rec.status
+	status := rec.Status
 	if status == 0 {
 		status = http.StatusOK
 	}
@@ -346,29 +348,6 @@ func (s *Server) exists(repo string) bool {
 	fi, err := os.Stat(dir)
 	return err == nil && fi.IsDir()
 }
-
-// statusWriter records the status code the handler sent.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the real writer (flushing).
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // tbWriter sends the backend's stderr and the CGI host's errors to the
 // test log, where a failing test shows them.

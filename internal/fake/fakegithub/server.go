@@ -31,6 +31,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/sandbot/sandbot/internal/fake/fakehttp"
 )
 
 // Documentation URLs, as GitHub puts them in error bodies.
@@ -120,10 +122,10 @@ func New(opts Options) *Server {
 
 // ServeHTTP answers one API request and records it in Calls.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := &statusWriter{ResponseWriter: w}
+	rec := &fakehttp.StatusRecorder{ResponseWriter: w}
 	s.serve(rec, r)
 	s.mu.Lock()
-	s.calls = append(s.calls, fmt.Sprintf("%s %s %d", r.Method, r.URL.RequestURI(), rec.status))
+	s.calls = append(s.calls, fmt.Sprintf("%s %s %d", r.Method, r.URL.RequestURI(), rec.Status))
 	s.mu.Unlock()
 }
 
@@ -215,26 +217,3 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }
-
-// statusWriter records the status code for Calls.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the real writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
