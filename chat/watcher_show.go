@@ -175,6 +175,9 @@ func (w *watcher) announce(ctx context.Context, v *view) {
 	if p == nil || v.last.Status != session.StatusAwaitingApproval || v.announced[p.CallID] || v.last.ApprovalNoticed == p.CallID || w.approvers == "" {
 		return
 	}
+	if w.th.Platform == "console" {
+		return // the terminal's one user sees the approval bar already
+	}
 	if v.announced == nil {
 		v.announced = map[string]bool{}
 	}

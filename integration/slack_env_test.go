@@ -315,7 +315,7 @@ func (e *slackEnv) botTS(th chat.Thread) []string {
 
 // isApprovalNotice reports whether a bot text is the message that tells
 // approvers a command waits for them (tests that count a turn's status
-// message and answer leave it out; TestTurnWithToolCallsAndOneApproval
+// message and answer leave it out; TestDiscordApprovalNoticePingsApprovers
 // checks it).
 func isApprovalNotice(text string) bool { return strings.HasPrefix(text, "✋ A command of turn ") }
 
