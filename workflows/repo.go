@@ -315,7 +315,7 @@ func (s *sessionRun) firstRequest() string {
 func (s *sessionRun) prBody(thread string) string {
 	var b strings.Builder
 	b.WriteString("### Request\n\n")
-	b.WriteString(quote(cut(s.firstRequest(), 2000)))
+	b.WriteString(quote(noPings(cut(s.firstRequest(), 2000))))
 	var last string
 	for _, e := range s.st.Transcript {
 		if e.Msg.Role == session.RoleAssistant && e.Msg.Content != "" {
@@ -324,7 +324,7 @@ func (s *sessionRun) prBody(thread string) string {
 	}
 	if last != "" {
 		b.WriteString("\n\n### What the agent did\n\n")
-		b.WriteString(cut(last, 4000))
+		b.WriteString(noPings(cut(last, 4000)))
 	}
 	b.WriteString("\n\n---\n")
 	if thread != "" {
@@ -335,6 +335,10 @@ func (s *sessionRun) prBody(thread string) string {
 	fmt.Fprintf(&b, "session `%s`, after turn %d.\n", s.id, s.st.Turn)
 	return b.String()
 }
+
+// noPings keeps text quoted into a pull request from notifying GitHub
+// users or teams: "@name" gets a zero-width space after the @.
+func noPings(s string) string { return strings.ReplaceAll(s, "@", "@\u200b") }
 
 func quote(s string) string {
 	if s == "" {
