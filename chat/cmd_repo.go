@@ -63,11 +63,7 @@ func (c *Core) checkRepo(spec session.RepoSpec) error {
 	if session.RepoAllowed(c.cfg.Repos.Allow, spec.URL) {
 		return nil
 	}
-	allowed := "none (SANDBOT_REPOS_ALLOW is empty)"
-	if len(c.cfg.Repos.Allow) > 0 {
-		allowed = strings.Join(c.cfg.Repos.Allow, ", ")
-	}
-	return &UserError{Msg: fmt.Sprintf("%s is not on this deployment's repository allowlist (allowed: %s). An operator can add it to SANDBOT_REPOS_ALLOW.", spec.Name(), allowed)}
+	return &UserError{Msg: session.NotAllowedText(spec.URL, c.cfg.Repos.Allow)}
 }
 
 var repoCommand = command{
@@ -162,7 +158,7 @@ func (c *Core) runDiff(ctx context.Context, r request) (Reply, error) {
 		return Reply{Text: fmt.Sprintf("No changes: as of turn %d the workspace matches %s.", d.AsOfTurn, repoText(&d.Repo))}, nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "**%d %s changed**, +%s −%s against %s, as of turn %d:\n", len(d.Files), pluralWord(len(d.Files), "file", "files"),
+	fmt.Fprintf(&b, "**%d %s changed**, +%s −%s against %s, as of turn %d:\n", len(d.Files), plural(len(d.Files), "file", "files"),
 		thousands(d.Added), thousands(d.Deleted), repoText(&d.Repo), d.AsOfTurn)
 	for i, f := range d.Files {
 		if i == maxDiffFilesShown {
@@ -190,13 +186,6 @@ func (c *Core) runDiff(ctx context.Context, r request) (Reply, error) {
 	return Reply{Text: b.String()}, nil
 }
 
-func pluralWord(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
 var prCommand = command{
 	name:  CmdPR,
 	usage: "/pr [title]", help: "push the workspace to the session's branch and open or update its pull request",
@@ -217,7 +206,7 @@ func (c *Core) runPR(ctx context.Context, r request) (Reply, error) {
 	}
 	switch {
 	case res.Created:
-		return Reply{Text: fmt.Sprintf("Opened pull request [#%d](%s) from `%s` (%d %s changed).", res.PR.Number, res.PR.URL, res.PR.Branch, res.Files, pluralWord(res.Files, "file", "files"))}, nil
+		return Reply{Text: fmt.Sprintf("Opened pull request [#%d](%s) from `%s` (%d %s changed).", res.PR.Number, res.PR.URL, res.PR.Branch, res.Files, plural(res.Files, "file", "files"))}, nil
 	case res.Changed:
 		return Reply{Text: fmt.Sprintf("Pushed a new commit to `%s`; pull request [#%d](%s) is updated.", res.PR.Branch, res.PR.Number, res.PR.URL)}, nil
 	}

@@ -2,7 +2,6 @@ package config
 
 import (
 	"net/mail"
-	"net/url"
 	"os"
 	"strings"
 
@@ -140,21 +139,4 @@ var repoVars = []Var{
 				p.add("%q is not Name <email>; use a value such as sandbot <sandbot@example.com>", c.Repos.Author)
 			}
 		}},
-}
-
-// GitHost is the host of Repos.GitURL.
-func (r Repos) GitHost() string {
-	u, err := url.Parse(r.GitURL)
-	if err != nil {
-		return ""
-	}
-	return u.Host
-}
-
-// AllowText shows the allowlist for messages.
-func (r Repos) AllowText() string {
-	if len(r.Allow) == 0 {
-		return "none (SANDBOT_REPOS_ALLOW is empty)"
-	}
-	return strings.Join(r.Allow, ", ")
 }

@@ -8,7 +8,6 @@ import (
 	"net/mail"
 	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -179,11 +178,7 @@ func (a *Activities) tempDir(pattern string) (string, error) {
 // http to any host but the configured one.
 func (a *Activities) checkURL(raw string) error {
 	if !session.RepoAllowed(a.Config.Allow, raw) {
-		allowed := "none: SANDBOT_REPOS_ALLOW is empty"
-		if len(a.Config.Allow) > 0 {
-			allowed = strings.Join(a.Config.Allow, ", ")
-		}
-		return a.userErr(ErrTypeNotAllowed, "%s is not on this deployment's repository allowlist (allowed: %s); an operator can add it to SANDBOT_REPOS_ALLOW", session.RepoName(raw), allowed)
+		return a.userErr(ErrTypeNotAllowed, "%s", session.NotAllowedText(raw, a.Config.Allow))
 	}
 	u, err := url.Parse(raw)
 	switch {
@@ -485,13 +480,5 @@ func coEmail(platform string, u session.User) string {
 	if platform == "" {
 		platform = "chat"
 	}
-	return path.Clean(id) + "@" + platform + ".sandbot.invalid"
-}
-
-// Binary is the git executable g runs, for a worker to check it has one.
-func (g Git) Binary() string {
-	if g.Bin != "" {
-		return g.Bin
-	}
-	return "git"
+	return id + "@" + platform + ".sandbot.invalid"
 }

@@ -129,14 +129,19 @@ type runner struct {
 	scrub *redact.Redactor
 }
 
+// Binary is the git executable g runs ("git" unless Bin says otherwise),
+// for a worker to check at start that it has one.
+func (g Git) Binary() string {
+	if g.Bin != "" {
+		return g.Bin
+	}
+	return "git"
+}
+
 // newRunner prepares the calls of one operation. Its directory is made in
 // parent ("" = the system temp dir); close removes it.
 func (g Git) newRunner(parent, rawURL string, a Auth) (*runner, error) {
-	bin := g.Bin
-	if bin == "" {
-		bin = "git"
-	}
-	path, err := exec.LookPath(bin)
+	path, err := exec.LookPath(g.Binary())
 	if err != nil {
 		return nil, fmt.Errorf("repo: find git: %w", err)
 	}

@@ -142,6 +142,16 @@ func RepoAllowed(patterns []string, raw string) bool {
 	return false
 }
 
+// NotAllowedText is the refusal of a repository off the allowlist, the
+// same from the bot (which refuses early) and the worker (which enforces).
+func NotAllowedText(raw string, patterns []string) string {
+	allowed := "none: SANDBOT_REPOS_ALLOW is empty"
+	if len(patterns) > 0 {
+		allowed = strings.Join(patterns, ", ")
+	}
+	return fmt.Sprintf("%s is not on this deployment's repository allowlist (allowed: %s); an operator can add it to SANDBOT_REPOS_ALLOW.", RepoName(raw), allowed)
+}
+
 // Repo is a session's repository as /status shows it: where it came from,
 // the commit it started at, and the pull request the session opened.
 type Repo struct {
