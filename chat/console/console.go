@@ -90,16 +90,19 @@ func (a *Adapter) Run(ctx context.Context, core chat.Handler) error {
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
-		sc := bufio.NewScanner(a.cfg.In)
-		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			case <-stop:
-				return
+		err := readLines(a.cfg.In, MaxLineBytes, func(line string, tooLong int) bool {
+			if tooLong > 0 {
+				con.printf("(error) that line is %d bytes; a message may be at most %d bytes. It was not sent.\n", tooLong, MaxLineBytes)
+				return true
 			}
-		}
-		readErr <- sc.Err()
+			select {
+			case lines <- line:
+				return true
+			case <-stop:
+				return false
+			}
+		})
+		readErr <- err
 		close(lines)
 	}()
 
@@ -125,14 +128,92 @@ func (a *Adapter) Run(ctx context.Context, core chat.Handler) error {
 					return fmt.Errorf("console: read input: %w", err)
 				}
 				cmds.Wait()
-				if w, ok := core.(threadWaiter); ok {
-					_ = w.WaitThread(ctx, con.thread()) // fails only when ctx ends
-				}
-				return nil
+				return a.drain(ctx, core)
 			}
 			if quit := con.handle(ctx, core, user, line, &cmds); quit {
 				return nil
 			}
+		}
+	}
+}
+
+// ErrUnanswerable is returned by Run when input has ended while the
+// current session waits for an approval: nobody is left to answer it, and
+// waiting would hang a script forever.
+var ErrUnanswerable = errors.New("an approval is pending and input has ended, so nobody can answer it")
+
+// drain waits, after In ended, for the current session's turn to finish,
+// if core can tell (threadWaiter). A pending approval ends the wait with
+// ErrUnanswerable.
+func (a *Adapter) drain(ctx context.Context, core chat.Handler) error {
+	con := a.con
+	w, ok := core.(threadWaiter)
+	if !ok {
+		return nil
+	}
+	th := con.thread()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = w.WaitThread(ctx, th) // fails only when ctx ends
+	}()
+	for {
+		pending := con.approvalChanged()
+		if con.pendingApproval(th) {
+			con.printf("(error) %v; run it in a terminal, or pipe the answer (a, A or r REASON) after the task.\n", ErrUnanswerable)
+			return ErrUnanswerable
+		}
+		select {
+		case <-done:
+			return nil
+		case <-pending:
+		}
+	}
+}
+
+// MaxLineBytes is the longest input line read as a message: the session's
+// message limit. A longer line is reported and skipped, not cut.
+const MaxLineBytes = 64 << 10
+
+// readLines calls fn with each line of r (without its line ending) until r
+// ends or fn returns false. A line longer than max is skipped whole: fn
+// gets "" and its length instead. It returns r's error, if not io.EOF.
+func readLines(r io.Reader, max int, fn func(line string, tooLong int) bool) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var buf []byte
+	n := 0 // bytes of the current line, also those dropped
+	for {
+		chunk, err := br.ReadSlice('\n')
+		n += len(chunk)
+		if len(buf)+len(chunk) <= max+1 { // room for the newline
+			buf = append(buf, chunk...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if n > 0 {
+			size := n
+			if err == nil { // the chunk ends with its newline
+				size--
+			}
+			keep := true
+			if size > max {
+				keep = fn("", size)
+			} else {
+				keep = fn(strings.TrimSuffix(strings.TrimSuffix(string(buf), "\n"), "\r"), 0)
+			}
+			if !keep {
+				return nil
+			}
+		}
+		buf, n = buf[:0], 0
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
 		}
 	}
 }
@@ -170,6 +251,8 @@ func (c *console) handle(ctx context.Context, core chat.Handler, user chat.User,
 		}
 		if err := core.HandleAction(ctx, c, a); err != nil {
 			c.printf("(error) %v\n", err)
+		} else {
+			c.noteAnswered(a.Value)
 		}
 		return false
 	}

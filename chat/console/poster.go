@@ -22,6 +22,12 @@ type console struct {
 	n         int
 	cards     map[string][]line // ref → lines last printed
 	approvals map[string]string // thread ID → value of its pending approval
+	// changed is closed and replaced whenever approvals changes, so a
+	// waiter can select on it (see approvalChanged).
+	changed chan struct{}
+	// answered holds approval values already answered here: the card
+	// still shows them until the watcher's next edit.
+	answered map[string]bool
 }
 
 var (
@@ -37,7 +43,33 @@ func newConsole(out io.Writer) *console {
 		current:   chat.Thread{Platform: Platform, Channel: "local", Thread: "default"},
 		cards:     map[string][]line{},
 		approvals: map[string]string{},
+		changed:   make(chan struct{}),
+		answered:  map[string]bool{},
 	}
+}
+
+// approvalChanged returns a channel closed at the next change of pending
+// approvals.
+func (c *console) approvalChanged() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// pendingApproval reports whether th waits for an approval not answered
+// here yet.
+func (c *console) pendingApproval(th chat.Thread) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.approvals[th.ID()]
+	return ok && !c.answered[v]
+}
+
+// noteAnswered records that the approval with value v was answered.
+func (c *console) noteAnswered(v string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.answered[v] = true
 }
 
 func (c *console) thread() chat.Thread {
@@ -138,13 +170,22 @@ func approvalValue(b chat.Block) string {
 // noteApproval remembers whether card asks for an approval in th. c.mu
 // must be held.
 func (c *console) noteApproval(th chat.Thread, card chat.Card) {
+	old, had := c.approvals[th.ID()]
+	v := ""
 	for _, b := range card.Blocks {
-		if v := approvalValue(b); v != "" {
-			c.approvals[th.ID()] = v
-			return
+		if v = approvalValue(b); v != "" {
+			break
 		}
 	}
-	delete(c.approvals, th.ID())
+	if v != "" {
+		c.approvals[th.ID()] = v
+	} else {
+		delete(c.approvals, th.ID())
+	}
+	if had != (v != "") || old != v {
+		close(c.changed)
+		c.changed = make(chan struct{})
+	}
 }
 
 // Post prints a card in full.
