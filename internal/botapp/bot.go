@@ -12,14 +12,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"golang.org/x/term"
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/console"
 	"github.com/sandbot/sandbot/chat/discord"
 	"github.com/sandbot/sandbot/chat/slack"
+	"github.com/sandbot/sandbot/chat/tui"
 	"github.com/sandbot/sandbot/config"
 	"github.com/sandbot/sandbot/internal/app"
 	"github.com/sandbot/sandbot/session"
@@ -59,6 +62,9 @@ type Bot struct {
 
 	cfg *config.Config
 	log *slog.Logger
+	// sessions is what the core reads, for the full-screen terminal's
+	// tool-call view and session picker.
+	sessions chat.Sessions
 }
 
 // New builds the bot: the adapters of the enabled platforms and the core
@@ -112,6 +118,7 @@ func New(ctx context.Context, c client.Client, cfg *config.Config, opts Options,
 	// Turns, tool calls and approvals are counted from what the core reads
 	// and decides (see chat.MeterSessions).
 	sessions := chat.MeterSessions(chat.NewTemporalSessions(c, chat.TemporalOptions{TaskQueue: cfg.Temporal.TaskQueue, Indexed: indexed, DecisionKey: []byte(cfg.DecisionKey)}))
+	b.sessions = sessions
 	b.Core = chat.NewCore(chat.CoreConfig{
 		Start:          chat.StartDefaults{Settings: settings, Backend: cfg.Sandbox.Default},
 		TemporalUIBase: cfg.Temporal.WebURL,
@@ -167,8 +174,13 @@ func (b *Bot) ConsoleUser() chat.User {
 	return chat.User{ID: "console:" + b.cfg.ConsoleUser, Name: b.cfg.ConsoleUser}
 }
 
-// RunConsole runs the terminal front end on in/out as ConsoleUser.
+// RunConsole runs the terminal front end on in/out as ConsoleUser: the
+// full-screen app when both are terminals, the line mode otherwise (pipes,
+// scripts and tests read and write plain lines).
 func (b *Bot) RunConsole(ctx context.Context, in io.Reader, out io.Writer) error {
+	if IsTerminal(in) && IsTerminal(out) {
+		return b.RunTUI(ctx, in, out)
+	}
 	a, err := console.New(console.Config{In: in, Out: out, User: b.ConsoleUser()}, b.log)
 	if err == nil {
 		err = a.Run(ctx, b.Core)
@@ -193,6 +205,28 @@ func (b *Bot) Run(ctx context.Context, in io.Reader, out io.Writer) error {
 // RunPlatforms runs the enabled platform adapters (not the terminal) until
 // ctx ends or one fails; a failure stops the others.
 func (b *Bot) RunPlatforms(ctx context.Context) error { return runAll(ctx, b.runners()) }
+
+// IsTerminal reports whether f is a terminal (an *os.File on a tty).
+func IsTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	return ok && term.IsTerminal(int(file.Fd()))
+}
+
+// RunTUI runs the full-screen terminal front end on in/out.
+func (b *Bot) RunTUI(ctx context.Context, in io.Reader, out io.Writer) error {
+	a, err := tui.New(tui.Config{
+		In: in, Out: out, User: b.ConsoleUser(), Sessions: b.sessions,
+		Backends: b.cfg.Backends(), Model: b.cfg.Model.Name,
+		UIURL: func(id string) string { return chat.UIURL(b.cfg.Temporal.WebURL, b.cfg.Temporal.Namespace, id) },
+	}, b.log)
+	if err == nil {
+		err = a.Run(ctx, b.Core)
+	}
+	if err != nil {
+		return fmt.Errorf("tui: %w", err)
+	}
+	return nil
+}
 
 // RunDev runs the terminal front end together with every enabled chat
 // platform; it returns when the terminal session ends.

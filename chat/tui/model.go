@@ -1,0 +1,321 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/textarea"
+	"charm.land/bubbles/v2/viewport"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/console"
+	"github.com/sandbot/sandbot/session"
+)
+
+// mode is what has the keyboard.
+type mode int
+
+const (
+	modeChat    mode = iota // the input line
+	modeCalls               // selecting a tool call of the current turn
+	modeDetails             // one tool call in full
+	modePicker              // the session list
+	modePrompt              // a one-line question (reject reason, title...)
+)
+
+// prompt purposes.
+const (
+	askReject  = "reject"
+	askTitle   = "title"
+	askBackend = "backend"
+	askNewName = "new"
+	askNewBack = "newbackend"
+	askSearch  = "search"
+	askDestroy = "destroy"
+)
+
+// item is one entry of a session's transcript.
+type item struct {
+	kind string // "user", "card", "text", "notice"
+	ref  string
+	text string
+	card chat.Card
+	ts   *session.TurnState
+	// out caches the rendering at width w.
+	out string
+	w   int
+}
+
+// thread is one session's transcript and latest turn.
+type thread struct {
+	th    chat.Thread
+	items []*item
+	byRef map[string]*item
+	ts    *session.TurnState // latest turn seen
+	card  *chat.Card         // latest turn card (approval value, approvers)
+	dirty bool
+}
+
+// model is the Bubble Tea model: all screen state, touched only by Update.
+type model struct {
+	cfg Config
+	act actions
+	now func() time.Time
+
+	w, h    int
+	mode    mode
+	current chat.Thread
+	threads map[string]*thread
+
+	input   textarea.Model
+	history []string
+	histPos int    // len(history) when not browsing
+	search  string // Ctrl-R query while searching history
+	inSrch  bool
+	errLine string
+
+	vp     viewport.Model
+	follow bool
+
+	call    int // selected tool call (modeCalls, modeDetails)
+	details viewport.Model
+	query   string
+
+	picker []sessionRow
+	pick   int
+
+	ask      string // prompt purpose
+	askInput textarea.Model
+	askFor   chat.Thread
+	newName  string
+
+	barOff int // approval bar scroll
+	md     *markdown
+}
+
+func newModel(cfg Config, act actions) *model {
+	in := textarea.New()
+	in.Placeholder = "Type a task, / for commands (Shift-Enter: new line, Ctrl-S: sessions, Tab: tool calls)"
+	in.ShowLineNumbers = false
+	in.Prompt = "› "
+	in.CharLimit = 0
+	in.MaxHeight = 8
+	in.SetHeight(1)
+	in.KeyMap.InsertNewline.SetKeys("shift+enter", "ctrl+j", "alt+enter")
+	in.Focus()
+	ask := textarea.New()
+	ask.ShowLineNumbers = false
+	ask.SetHeight(1)
+	ask.CharLimit = 0
+	ask.KeyMap.InsertNewline.SetEnabled(false)
+	m := &model{
+		cfg: cfg, act: act, now: time.Now,
+		w: 80, h: 24,
+		current: chat.Thread{Platform: console.Platform, Channel: "local", Thread: "default"},
+		threads: map[string]*thread{},
+		input:   in, askInput: ask,
+		vp:     viewport.New(),
+		details: viewport.New(),
+		follow: true,
+		md:     newMarkdown(),
+	}
+	m.layout()
+	return m
+}
+
+func (m *model) Init() tea.Cmd {
+	return tea.Batch(textarea.Blink, m.run(func() { m.act.turn(m.current) }))
+}
+
+// run wraps an action as a command: it runs off the UI goroutine.
+func (m *model) run(f func()) tea.Cmd {
+	return func() tea.Msg { f(); return nil }
+}
+
+func (m *model) thread(th chat.Thread) *thread {
+	t, ok := m.threads[th.ID()]
+	if !ok {
+		t = &thread{th: th, byRef: map[string]*item{}}
+		m.threads[th.ID()] = t
+	}
+	return t
+}
+
+func (m *model) cur() *thread { return m.thread(m.current) }
+
+// Update handles one message.
+func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.w, m.h = msg.Width, msg.Height
+		m.layout()
+		return m, nil
+	case cardMsg:
+		t := m.thread(msg.th)
+		it, ok := t.byRef[msg.ref]
+		if !ok {
+			it = &item{kind: "card", ref: msg.ref}
+			t.byRef[msg.ref] = it
+			t.items = append(t.items, it)
+		}
+		it.card, it.out = msg.card, ""
+		if msg.ts != nil {
+			it.ts = msg.ts
+			t.ts = msg.ts
+			c := msg.card
+			t.card = &c
+		}
+		t.dirty = true
+		m.afterTurnChange(t)
+		return m, nil
+	case textMsg:
+		t := m.thread(msg.th)
+		it := &item{kind: "text", ref: msg.ref, text: msg.text}
+		t.byRef[msg.ref] = it
+		t.items = append(t.items, it)
+		t.dirty = true
+		return m, nil
+	case noticeMsg:
+		th := msg.th
+		if th == (chat.Thread{}) {
+			th = m.current
+		}
+		t := m.thread(th)
+		t.items = append(t.items, &item{kind: "notice", text: msg.text})
+		t.dirty = true
+		return m, nil
+	case turnMsg:
+		t := m.thread(msg.th)
+		ts := msg.ts
+		t.ts = &ts
+		t.dirty = true
+		return m, nil
+	case sessionsMsg:
+		if msg.err != nil {
+			m.errLine = chat.UserMessage(msg.err)
+			return m, nil
+		}
+		m.picker = msg.rows
+		m.pick = min(m.pick, max(len(m.picker), 1)) // keep the cursor, within the list (row 0 is "new")
+		return m, nil
+	case refreshMsg:
+		if m.mode == modePicker {
+			return m, m.run(m.act.list)
+		}
+		return m, nil
+	case tea.PasteMsg:
+		return m.paste(msg)
+	case tea.KeyPressMsg:
+		return m.key(msg)
+	}
+	return m, m.forward(msg)
+}
+
+// afterTurnChange keeps the keyboard where it makes sense when a turn
+// asks for or leaves an approval.
+func (m *model) afterTurnChange(t *thread) {
+	if t.th != m.current {
+		return
+	}
+	if m.approval() == nil {
+		m.barOff = 0
+		if m.mode == modePrompt && m.ask == askReject {
+			m.mode = modeChat
+		}
+	}
+}
+
+// forward hands other messages (cursor blink) to the focused widget.
+func (m *model) forward(msg tea.Msg) tea.Cmd {
+	var cmd tea.Cmd
+	switch m.mode {
+	case modePrompt:
+		m.askInput, cmd = m.askInput.Update(msg)
+	case modeDetails:
+		m.details, cmd = m.details.Update(msg)
+	default:
+		m.input, cmd = m.input.Update(msg)
+	}
+	return cmd
+}
+
+// paste takes a paste of any size up to MaxMessageBytes, and refuses a
+// larger one whole with a clear error: a cut message would be worse.
+func (m *model) paste(msg tea.PasteMsg) (tea.Model, tea.Cmd) {
+	target := &m.input
+	if m.mode == modePrompt {
+		target = &m.askInput
+	} else if m.mode != modeChat {
+		return m, nil
+	}
+	if n := len(target.Value()) + len(msg.Content); n > MaxMessageBytes {
+		m.errLine = fmt.Sprintf("That paste would make the message %s; the limit is %s. Nothing was pasted.", sizeText(n), sizeText(MaxMessageBytes))
+		return m, nil
+	}
+	m.errLine = ""
+	target.InsertString(strings.ReplaceAll(msg.Content, "\r\n", "\n"))
+	m.layout()
+	return m, nil
+}
+
+func sizeText(n int) string {
+	if n >= 1<<10 {
+		return fmt.Sprintf("%.1f KiB (%d bytes)", float64(n)/1024, n)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// layout sizes the widgets to the window.
+func (m *model) layout() {
+	w := max(m.w, 20)
+	m.input.SetWidth(w)
+	m.input.SetHeight(min(max(m.input.LineCount(), 1), 8))
+	m.askInput.SetWidth(w)
+	m.details.SetWidth(w)
+	m.details.SetHeight(max(m.h-2, 3))
+	for _, t := range m.threads {
+		t.dirty = true
+	}
+}
+
+// approval is the current session's pending approval, if any.
+func (m *model) approval() *pendingView {
+	t := m.cur()
+	if t.ts == nil || t.card == nil {
+		return nil
+	}
+	return pendingOf(*t.ts, *t.card)
+}
+
+var (
+	styleStatus = lipgloss.NewStyle().Reverse(true)
+	styleErr    = lipgloss.NewStyle().Foreground(lipgloss.Color("9")).Bold(true)
+	styleBar    = lipgloss.NewStyle().Border(lipgloss.NormalBorder(), true, false, false, false).BorderForeground(lipgloss.Color("11"))
+	styleDim    = lipgloss.NewStyle().Faint(true)
+	styleSel    = lipgloss.NewStyle().Reverse(true)
+	styleUser   = lipgloss.NewStyle().Foreground(lipgloss.Color("12")).Bold(true)
+)
+
+// View draws the screen.
+func (m *model) View() tea.View {
+	var s string
+	switch {
+	case m.mode == modePicker:
+		s = m.viewPicker()
+	case m.mode == modeDetails:
+		s = m.viewDetails()
+	case m.mode == modePrompt && m.ask == askSearch:
+		s = m.viewDetails() + "\n" + m.askInput.View()
+	case m.mode == modePrompt && m.ask != askReject:
+		s = m.viewPicker() + "\n" + m.askInput.View()
+	default:
+		s = m.viewChat()
+	}
+	v := tea.NewView(s)
+	v.AltScreen = true
+	v.WindowTitle = "sandbot"
+	return v
+}

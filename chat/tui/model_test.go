@@ -1,0 +1,334 @@
+package tui
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/session"
+)
+
+// recorder is the core as the model sees it: it records what was asked.
+type recorder struct {
+	mu       sync.Mutex
+	messages []string
+	actions  []string
+}
+
+func (r *recorder) acts() actions {
+	return actions{
+		message: func(th chat.Thread, text string) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.messages = append(r.messages, th.Thread+": "+text)
+		},
+		action: func(th chat.Thread, id, value, reason string) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.actions = append(r.actions, id+" "+value+" "+reason)
+		},
+		list: func() {},
+		turn: func(chat.Thread) {},
+	}
+}
+
+func newTestModel(t testing.TB) (*model, *recorder) {
+	t.Helper()
+	r := &recorder{}
+	m := newModel(Config{Backends: []string{"local", "docker"}, Model: "demo", UIURL: func(string) string { return "" }}, r.acts())
+	m.now = func() time.Time { return time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC) }
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	return m, r
+}
+
+// do runs a command the way the program would, synchronously, and feeds
+// back any message it returns.
+func do(m *model, cmd tea.Cmd) {
+	if cmd == nil {
+		return
+	}
+	msg := cmd()
+	if b, ok := msg.(tea.BatchMsg); ok {
+		for _, c := range b {
+			do(m, c)
+		}
+		return
+	}
+	if msg != nil {
+		_, next := m.Update(msg)
+		_ = next
+	}
+}
+
+func press(m *model, keys ...string) {
+	for _, k := range keys {
+		var msg tea.KeyPressMsg
+		switch k {
+		case "enter":
+			msg = tea.KeyPressMsg{Code: tea.KeyEnter}
+		case "esc":
+			msg = tea.KeyPressMsg{Code: tea.KeyEscape}
+		case "up":
+			msg = tea.KeyPressMsg{Code: tea.KeyUp}
+		case "down":
+			msg = tea.KeyPressMsg{Code: tea.KeyDown}
+		case "tab":
+			msg = tea.KeyPressMsg{Code: tea.KeyTab}
+		case "ctrl+s":
+			msg = tea.KeyPressMsg{Code: 's', Mod: tea.ModCtrl}
+		default:
+			r := []rune(k)
+			msg = tea.KeyPressMsg{Code: r[0], Text: k}
+			if len(r) == 1 && r[0] >= 'A' && r[0] <= 'Z' {
+				msg = tea.KeyPressMsg{Code: r[0] + 32, Text: k, Mod: tea.ModShift, ShiftedCode: r[0]}
+			}
+		}
+		_, cmd := m.Update(msg)
+		do(m, cmd)
+	}
+}
+
+func typeText(m *model, s string) {
+	for _, r := range s {
+		_, cmd := m.Update(tea.KeyPressMsg{Code: r, Text: string(r)})
+		do(m, cmd)
+	}
+}
+
+func screen(m *model) string { return ansi.Strip(m.View().Content) }
+
+var th = chat.Thread{Platform: "console", Channel: "local", Thread: "default"}
+
+func approvalCard() (chat.Card, session.TurnState) {
+	ts := session.TurnState{Turn: 1, Status: session.StatusAwaitingApproval, Backend: "local",
+		ToolCalls: []session.ToolCallState{
+			{CallID: "c0", Name: "shell", Commands: []string{"ls"}, Status: session.CallCompleted, ExitCode: new(int), Output: "a\nb\nc\nlast-line", Duration: time.Second},
+			{CallID: "c1", Name: "shell", Commands: []string{"make deploy", "echo " + strings.Repeat("x", 300) + " TAIL"}, Status: session.CallAwaitingApproval},
+		},
+		Pending: &session.PendingApproval{CallID: "c1", Command: "make deploy", Reason: "not read-only", ExpiresAt: time.Date(2026, 1, 1, 12, 30, 0, 0, time.UTC)},
+	}
+	card := chat.Card{Title: "✋ Waiting for approval", Blocks: []chat.Block{
+		{Kind: chat.BlockContext, Text: "Can approve: @ann · Expires 12:30 UTC"},
+		{Kind: chat.BlockActions, Buttons: []chat.Button{{ID: chat.ActionApprove, Value: "V1"}, {ID: chat.ActionReject, Value: "V1"}}},
+	}}
+	return card, ts
+}
+
+func TestApprovalBarShowsEverythingAndKeysDecide(t *testing.T) {
+	m, r := newTestModel(t)
+	card, ts := approvalCard()
+	m.Update(cardMsg{th: th, ref: "card-1", card: card, ts: &ts})
+	s := screen(m)
+	for _, want := range []string{"Approval needed: not read-only", "Command 1 of 2", "make deploy", "TAIL", "can approve: @ann", "expires in 30m0s", "y approve once"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("screen lacks %q:\n%s", want, s)
+		}
+	}
+	press(m, "y")
+	press(m, "A")
+	press(m, "r")
+	typeText(m, "not today")
+	press(m, "enter")
+	want := []string{"approve V1 ", "approve_always V1 ", "reject V1 not today"}
+	if strings.Join(r.actions, "|") != strings.Join(want, "|") {
+		t.Errorf("actions = %q, want %q", r.actions, want)
+	}
+	if len(r.messages) != 0 {
+		t.Errorf("approval keys reached the session: %q", r.messages)
+	}
+}
+
+func TestTypedTextIsNotAnApproval(t *testing.T) {
+	m, r := newTestModel(t)
+	card, ts := approvalCard()
+	m.Update(cardMsg{th: th, ref: "card-1", card: card, ts: &ts})
+	typeText(m, "/status")
+	press(m, "enter")
+	if len(r.actions) != 0 || len(r.messages) != 1 || r.messages[0] != "default: /status" {
+		t.Errorf("actions %q messages %q", r.actions, r.messages)
+	}
+}
+
+func TestToolCallsRedrawnInPlaceAndDetails(t *testing.T) {
+	m, _ := newTestModel(t)
+	card, ts := approvalCard()
+	m.Update(cardMsg{th: th, ref: "card-1", card: card, ts: &ts})
+	ts2 := ts
+	ts2.Status, ts2.Pending = session.StatusThinking, nil
+	ts2.ToolCalls = append([]session.ToolCallState(nil), ts.ToolCalls...)
+	ts2.ToolCalls[1].Status = session.CallCompleted
+	ts2.ToolCalls[1].Output = strings.Repeat("line\n", 100) + "NEEDLE here\nend"
+	ts2.ToolCalls[1].ExitCode = new(int)
+	m.Update(cardMsg{th: th, ref: "card-1", card: chat.Card{Title: "⚙️ Working"}, ts: &ts2})
+	s := screen(m)
+	if strings.Count(s, "Working") != 1 || strings.Contains(s, "Waiting for approval") {
+		t.Errorf("the card was not replaced in place:\n%s", s)
+	}
+	if !strings.Contains(s, "✅ ls · 1s · exit 0") || !strings.Contains(s, "│ last-line") {
+		t.Errorf("call line or output tail missing:\n%s", s)
+	}
+	press(m, "tab")
+	if m.mode != modeCalls || m.call != 1 {
+		t.Fatalf("tab: mode %d call %d", m.mode, m.call)
+	}
+	press(m, "enter")
+	if m.mode != modeDetails {
+		t.Fatal("enter did not open the details")
+	}
+	s = screen(m)
+	if !strings.Contains(s, "Command 2:") || !strings.Contains(s, "Tool call 2 of 2") {
+		t.Errorf("details lack the full arguments:\n%s", s)
+	}
+	press(m, "/")
+	typeText(m, "needle")
+	press(m, "enter")
+	if s := screen(m); !strings.Contains(s, "NEEDLE here") {
+		t.Errorf("search did not scroll to the match:\n%s", s)
+	}
+	press(m, "esc", "esc")
+	if m.mode != modeChat {
+		t.Errorf("esc esc: mode %d", m.mode)
+	}
+}
+
+func TestPickerNavigationAndActions(t *testing.T) {
+	m, r := newTestModel(t)
+	press(m, "ctrl+s")
+	if m.mode != modePicker {
+		t.Fatal("ctrl+s did not open the picker")
+	}
+	now := m.now()
+	mk := func(name, parent string) sessionRow {
+		return sessionRow{th: chat.Thread{Platform: "console", Channel: "local", Thread: name}, title: "T " + name, backend: "local", parent: parent, lastActivity: now, created: now.Add(-time.Hour)}
+	}
+	rows := treeOrder([]sessionRow{mk("b", ""), mk("a-fork", th.ID()), mk("default", "")})
+	m.Update(sessionsMsg{rows: rows})
+	s := screen(m)
+	if !strings.Contains(s, "New session") || !strings.Contains(s, "└ a-fork") {
+		t.Fatalf("picker:\n%s", s)
+	}
+	if rows[0].th.Thread != "b" || rows[1].th.Thread != "default" || rows[2].th.Thread != "a-fork" {
+		t.Errorf("tree order = %v %v %v", rows[0].th.Thread, rows[1].th.Thread, rows[2].th.Thread)
+	}
+	press(m, "down", "down", "down") // b, default, a-fork
+	press(m, "t")
+	typeText(m, "renamed")
+	press(m, "enter")
+	press(m, "f")
+	press(m, "b")
+	typeText(m, "docker")
+	press(m, "enter")
+	press(m, "d")
+	typeText(m, "yes")
+	press(m, "enter")
+	press(m, "up")
+	press(m, "enter")
+	if m.current.Thread != "default" || m.mode != modeChat {
+		t.Errorf("enter opened %q (mode %d)", m.current.Thread, m.mode)
+	}
+	// The prompt keeps what was in it before: T a-fork + renamed.
+	want := []string{"a-fork: /title T a-forkrenamed", "a-fork: /fork", "a-fork: /backend docker", "a-fork: /destroy"}
+	if strings.Join(r.messages, "|") != strings.Join(want, "|") {
+		t.Errorf("messages = %q, want %q", r.messages, want)
+	}
+	// New session asks for a name and a backend.
+	press(m, "ctrl+s", "n")
+	typeText(m, "exp")
+	press(m, "enter", "down")
+	typeText(m, "docker")
+	press(m, "enter")
+	if m.current.Thread != "exp" || r.messages[len(r.messages)-1] != "exp: /backend docker" {
+		t.Errorf("new session: current %q, messages %q", m.current.Thread, r.messages)
+	}
+}
+
+func TestPasteSizeLimit(t *testing.T) {
+	m, r := newTestModel(t)
+	m.Update(tea.PasteMsg{Content: strings.Repeat("p", MaxMessageBytes+1)})
+	if m.input.Value() != "" || !strings.Contains(screen(m), "the limit is 64.0 KiB") {
+		t.Errorf("an oversized paste was taken or not reported:\n%s", screen(m))
+	}
+	big := strings.Repeat("q", 40<<10) + "\nsecond line"
+	m.Update(tea.PasteMsg{Content: big})
+	if m.input.Value() != big {
+		t.Fatalf("a 40 KiB paste was not taken whole: %d bytes", len(m.input.Value()))
+	}
+	press(m, "enter")
+	if len(r.messages) != 1 || r.messages[0] != "default: "+big {
+		t.Errorf("the paste was not sent whole")
+	}
+}
+
+func TestEverythingFromTheAgentIsNeutralised(t *testing.T) {
+	m, _ := newTestModel(t)
+	evil := "\x1b[2J\x1b]0;owned\x07\r\u202etxt.exe\x9b2J"
+	ts := session.TurnState{Turn: 1, Status: session.StatusThinking, ToolCalls: []session.ToolCallState{
+		{CallID: "c", Name: "shell", Commands: []string{"echo " + evil}, Status: session.CallCompleted, Output: "out " + evil},
+	}}
+	m.Update(cardMsg{th: th, ref: "card-1", card: chat.Card{Title: "Working " + evil, Blocks: []chat.Block{{Kind: chat.BlockActions, Buttons: []chat.Button{{ID: chat.ActionStop}}}}}, ts: &ts})
+	m.Update(textMsg{th: th, ref: "t", text: "# Answer\n" + evil})
+	m.Update(noticeMsg{text: "note " + evil})
+	press(m, "tab", "enter")
+	for _, v := range []string{screenRaw(m), func() string { press(m, "esc", "esc"); return screenRaw(m) }()} {
+		for _, bad := range []string{"\x1b[2J", "\x1b]0;", "\x07", "\r", "\u202e", "\x9b"} {
+			if strings.Contains(v, bad) {
+				t.Errorf("screen holds %q", bad)
+			}
+		}
+	}
+	if s := screen(m); !strings.Contains(s, `\x1b[2J`) {
+		t.Errorf("the escape is not shown visibly:\n%s", s)
+	}
+}
+
+func screenRaw(m *model) string { return m.View().Content }
+
+func TestResizeAndNarrowTerminal(t *testing.T) {
+	m, _ := newTestModel(t)
+	card, ts := approvalCard()
+	m.Update(cardMsg{th: th, ref: "card-1", card: card, ts: &ts})
+	for _, size := range [][2]int{{80, 24}, {40, 12}, {132, 50}} {
+		m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
+		lines := strings.Split(screen(m), "\n")
+		if len(lines) > size[1] {
+			t.Errorf("%dx%d: %d lines", size[0], size[1], len(lines))
+		}
+		for _, l := range lines {
+			if w := ansi.StringWidth(l); w > size[0] {
+				t.Errorf("%dx%d: line of width %d: %q", size[0], size[1], w, l)
+			}
+		}
+		if !strings.Contains(screen(m), "y approve once") {
+			t.Errorf("%dx%d: approval keys not visible", size[0], size[1])
+		}
+	}
+}
+
+func TestInputHistoryAndCompletion(t *testing.T) {
+	m, r := newTestModel(t)
+	typeText(m, "first task")
+	press(m, "enter")
+	typeText(m, "second")
+	press(m, "enter")
+	press(m, "up", "up")
+	if m.input.Value() != "first task" {
+		t.Errorf("up up = %q", m.input.Value())
+	}
+	press(m, "down", "down")
+	if m.input.Value() != "" {
+		t.Errorf("down down = %q", m.input.Value())
+	}
+	typeText(m, "/sta")
+	press(m, "tab")
+	if m.input.Value() != "/status " {
+		t.Errorf("completion = %q", m.input.Value())
+	}
+	if len(r.messages) != 2 {
+		t.Errorf("messages = %q", r.messages)
+	}
+}

@@ -1,0 +1,72 @@
+package tui
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/session"
+)
+
+// Messages from the Adapter (core goroutines) to the model.
+type (
+	// cardMsg is a posted or edited card; ts is its turn's state when the
+	// card is a turn's progress card.
+	cardMsg struct {
+		th   chat.Thread
+		ref  string
+		card chat.Card
+		ts   *session.TurnState
+	}
+	textMsg struct {
+		th   chat.Thread
+		ref  string
+		text string
+	}
+	// noticeMsg is a line of the front end itself; th zero means the
+	// current session.
+	noticeMsg struct {
+		th   chat.Thread
+		text string
+	}
+	turnMsg struct {
+		th chat.Thread
+		ts session.TurnState
+	}
+	sessionsMsg struct {
+		rows []sessionRow
+		err  error
+	}
+	refreshMsg struct{}
+)
+
+// actions are what the model asks of the core. Each is run on its own
+// goroutine (a tea.Cmd), never on the UI goroutine.
+type actions struct {
+	message func(th chat.Thread, text string)
+	action  func(th chat.Thread, id, value, reason string)
+	list    func()
+	turn    func(th chat.Thread)
+}
+
+// sessionRow is one session in the picker.
+type sessionRow struct {
+	th           chat.Thread
+	title        string
+	backend      string
+	turns        int
+	status       session.TurnStatus
+	parent       string // workflow ID of the session it was forked from
+	created      time.Time
+	lastActivity time.Time
+	depth        int
+}
+
+// newEventID is unique across runs: sessions persist, and the workflow
+// ignores an event ID it has seen.
+func newEventID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "tui-" + hex.EncodeToString(b[:])
+}
