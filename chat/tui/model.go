@@ -117,10 +117,10 @@ func newModel(cfg Config, act actions) *model {
 		current: chat.Thread{Platform: console.Platform, Channel: "local", Thread: "default"},
 		threads: map[string]*thread{},
 		input:   in, askInput: ask,
-		vp:     viewport.New(),
+		vp:      viewport.New(),
 		details: viewport.New(),
-		follow: true,
-		md:     newMarkdown(),
+		follow:  true,
+		md:      newMarkdown(),
 	}
 	m.layout()
 	return m

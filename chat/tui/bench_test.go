@@ -1,0 +1,33 @@
+package tui
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/session"
+)
+
+// BenchmarkFrame is one frame of a session of 1,000 turns whose current
+// turn has 50 tool calls: the card is edited (as on every poll) and the
+// screen drawn.
+func BenchmarkFrame(b *testing.B) {
+	m, _ := newTestModel(b)
+	for i := range 1000 {
+		ts := session.TurnState{Turn: i + 1, Status: session.StatusComplete, ToolCalls: []session.ToolCallState{{CallID: "c", Commands: []string{"go test ./..."}, Status: session.CallCompleted, Output: "ok"}}}
+		m.Update(textMsg{th: th, ref: fmt.Sprint("u", i), text: fmt.Sprintf("Turn %d: **done**, see `main.go`.", i)})
+		m.Update(cardMsg{th: th, ref: fmt.Sprint("c", i), card: chat.Card{Title: "✅ Done"}, ts: &ts})
+	}
+	ts := session.TurnState{Turn: 1001, Status: session.StatusThinking}
+	for i := range 50 {
+		ts.ToolCalls = append(ts.ToolCalls, session.ToolCallState{CallID: fmt.Sprint(i), Commands: []string{fmt.Sprintf("make step%d", i)}, Status: session.CallCompleted, Output: "line\nline\nline", Duration: time.Second})
+	}
+	m.View()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		cur := ts
+		m.Update(cardMsg{th: th, ref: "live", card: chat.Card{Title: fmt.Sprint("Working ", i)}, ts: &cur})
+		_ = m.View()
+	}
+}
