@@ -96,8 +96,9 @@ func (m *model) viewApproval(p *pendingView) string {
 	room := max(m.h/2-2, 3)
 	if len(lines) > room {
 		m.barOff = min(m.barOff, len(lines)-room)
+		hidden := len(lines) - room
 		lines = lines[m.barOff : m.barOff+room]
-		keys += fmt.Sprintf(" · PgUp/PgDn scroll (%d more lines)", len(p.commands)) // bar is scrolled
+		keys += fmt.Sprintf(" · PgUp/PgDn scroll (%d more lines)", hidden)
 	}
 	lines = append(lines, lipgloss.NewStyle().Bold(true).Render(truncateWidth(keys, w)))
 	return styleBar.Width(w).Render(strings.Join(lines, "\n"))
