@@ -54,7 +54,7 @@ func (c *Core) runSessions(ctx context.Context, r request) (Reply, error) {
 			if info.Title != "" {
 				line += " **" + truncate(info.Title, 60) + "**"
 			}
-			line += fmt.Sprintf(": %s, %d %s, %s, owner %s", info.Backend, info.Turns, plural(info.Turns, "turn", "turns"), statusWord(info.Status), mention(r.p, info.Owner))
+			line += fmt.Sprintf(": %s, %d %s, %s, owner %s", info.Backend, info.Turns, plural(info.Turns, "turn", "turns"), StatusWord(info.Status), mention(r.p, info.Owner))
 		}
 		if s.Location == th {
 			line += " (this thread)"

@@ -37,7 +37,7 @@ func statusCard(p Poster, id string, info session.Info, ts session.TurnState, ui
 	if ts.PendingBackend != "" && ts.PendingBackend != ts.Backend {
 		backend += " → " + ts.PendingBackend + " (next turn)"
 	}
-	state := statusWord(ts.Status)
+	state := StatusWord(ts.Status)
 	switch {
 	case ts.Destroyed:
 		state = "destroyed"
@@ -142,9 +142,9 @@ func thousands(n int) string {
 	return s
 }
 
-// statusWord says what a session is doing in words that mean it: a
+// StatusWord says what a session is doing in words that mean it: a
 // session whose last turn completed is idle, not "complete".
-func statusWord(s session.TurnStatus) string {
+func StatusWord(s session.TurnStatus) string {
 	switch s {
 	case session.StatusThinking:
 		return "working"

@@ -250,10 +250,7 @@ func (m *model) statusBar() string {
 	t := m.cur()
 	state, backend, queued, tokens := "idle", "", 0, 0
 	if ts := t.ts; ts != nil {
-		state, backend, queued, tokens = string(ts.Status), ts.Backend, ts.Queued, ts.Usage.Total()
-		if state == "" {
-			state = "idle"
-		}
+		state, backend, queued, tokens = chat.StatusWord(ts.Status), ts.Backend, ts.Queued, ts.Usage.Total()
 	}
 	parts := []string{"session " + m.current.Thread}
 	if backend != "" {
@@ -297,7 +294,7 @@ func (m *model) viewPicker() string {
 		}
 		rows = append(rows, fmt.Sprintf("%s%s %s · %s · %d turns · %s · age %s · active %s ago%s",
 			strings.Repeat("  ", r.depth)+treeMark(r.depth), safetext.Line(r.th.Thread), safetext.Line(title), safetext.Line(r.backend),
-			r.turns, orIdle(r.status), ago(now, r.created), ago(now, r.lastActivity), cur))
+			r.turns, chat.StatusWord(r.status), ago(now, r.created), ago(now, r.lastActivity), cur))
 	}
 	// Keep the cursor on screen on a short terminal.
 	room := max(m.h-5, 3)
@@ -328,13 +325,6 @@ func treeMark(depth int) string {
 		return "└ "
 	}
 	return ""
-}
-
-func orIdle(s session.TurnStatus) string {
-	if s == "" {
-		return "idle"
-	}
-	return string(s)
 }
 
 func ago(now, t time.Time) string {
