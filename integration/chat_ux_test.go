@@ -57,8 +57,12 @@ func TestUsageCostAndTokenBudget(t *testing.T) {
 	posts, _ := e.p.snapshot()
 	var footer string
 	for _, p := range posts {
-		if p.Thread == th {
-			footer = cardText(p.Cards[len(p.Cards)-1])
+		// The turn's card, wherever it is among the thread's posts (the
+		// answer may be posted after it).
+		if p.Thread == th && len(p.Cards) > 0 {
+			if c := cardText(p.Cards[len(p.Cards)-1]); strings.Contains(c, "✅ Done") {
+				footer = c
+			}
 		}
 	}
 	if !strings.Contains(footer, "✅ Done") || !strings.Contains(footer, "tokens ($") {
