@@ -94,7 +94,17 @@ type model struct {
 
 	barOff int // approval bar scroll
 	md     *markdown
+
+	// tick schedules the next redraw of elapsed times (tea.Tick; tests
+	// record it instead of waiting); ticking is true while one is
+	// scheduled, so there is never more than one.
+	tick    func(time.Duration, func(time.Time) tea.Msg) tea.Cmd
+	ticking bool
 }
+
+// tickMsg redraws the current turn once a second while a tool call runs
+// or an approval counts down to its expiry.
+type tickMsg struct{}
 
 func newModel(cfg Config, act actions) *model {
 	in := textarea.New()
@@ -105,8 +115,10 @@ func newModel(cfg Config, act actions) *model {
 	in.MaxHeight = 8
 	in.SetHeight(1)
 	in.KeyMap.InsertNewline.SetKeys("shift+enter", "ctrl+j", "alt+enter")
+	steadyCursor(&in)
 	in.Focus()
 	ask := textarea.New()
+	steadyCursor(&ask)
 	ask.ShowLineNumbers = false
 	ask.SetHeight(1)
 	ask.CharLimit = 0
@@ -121,13 +133,23 @@ func newModel(cfg Config, act actions) *model {
 		details: viewport.New(),
 		follow:  true,
 		md:      newMarkdown(),
+		tick:    tea.Tick,
 	}
 	m.layout()
 	return m
 }
 
 func (m *model) Init() tea.Cmd {
-	return tea.Batch(textarea.Blink, m.run(func() { m.act.turn(m.current) }))
+	return m.run(func() { m.act.turn(m.current) })
+}
+
+// steadyCursor turns the input's cursor blink off. A blinking cursor is a
+// timer that redraws the screen twice a second for as long as the app is
+// open, idle or not; a steady one costs nothing.
+func steadyCursor(ta *textarea.Model) {
+	s := ta.Styles()
+	s.Cursor.Blink = false
+	ta.SetStyles(s)
 }
 
 // run wraps an action as a command: it runs off the UI goroutine.
@@ -170,7 +192,7 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		t.dirty = true
 		m.afterTurnChange(t)
-		return m, nil
+		return m, m.keepTicking()
 	case textMsg:
 		t := m.thread(msg.th)
 		it := &item{kind: "text", ref: msg.ref, text: msg.text}
@@ -192,7 +214,14 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		ts := msg.ts
 		t.ts = &ts
 		t.dirty = true
-		return m, nil
+		return m, m.keepTicking()
+	case tickMsg:
+		m.ticking = false
+		if !m.live() {
+			return m, nil // idle: no timer until a turn runs again
+		}
+		m.cur().dirty = true
+		return m, m.keepTicking()
 	case sessionsMsg:
 		if msg.err != nil {
 			m.errLine = chat.UserMessage(msg.err)
@@ -226,6 +255,35 @@ func (m *model) afterTurnChange(t *thread) {
 			m.mode = modeChat
 		}
 	}
+}
+
+// live reports whether the current session shows something that changes
+// with the clock alone: a running call's elapsed time or an approval's
+// time to expiry.
+func (m *model) live() bool {
+	ts := m.cur().ts
+	if ts == nil {
+		return false
+	}
+	if ts.Status == session.StatusAwaitingApproval && ts.Pending != nil {
+		return true
+	}
+	for _, c := range ts.ToolCalls {
+		if c.Status == session.CallRunning {
+			return true
+		}
+	}
+	return false
+}
+
+// keepTicking schedules the next redraw when the screen is live and none
+// is scheduled. An idle app schedules nothing, so it costs no CPU.
+func (m *model) keepTicking() tea.Cmd {
+	if m.ticking || !m.live() {
+		return nil
+	}
+	m.ticking = true
+	return m.tick(time.Second, func(time.Time) tea.Msg { return tickMsg{} })
 }
 
 // forward hands other messages (cursor blink) to the focused widget.

@@ -18,6 +18,7 @@ type recorder struct {
 	mu       sync.Mutex
 	messages []string
 	actions  []string
+	ticks    []time.Duration
 }
 
 func (r *recorder) acts() actions {
@@ -42,6 +43,14 @@ func newTestModel(t testing.TB) (*model, *recorder) {
 	r := &recorder{}
 	m := newModel(Config{Backends: []string{"local", "docker"}, Model: "demo", UIURL: func(string) string { return "" }}, r.acts())
 	m.now = func() time.Time { return time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC) }
+	// A timer is recorded, never waited for: the tests stay fast and say
+	// when the model asks for one.
+	m.tick = func(d time.Duration, _ func(time.Time) tea.Msg) tea.Cmd {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.ticks = append(r.ticks, d)
+		return nil
+	}
 	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
 	return m, r
 }
