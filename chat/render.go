@@ -54,6 +54,10 @@ type RenderOptions struct {
 	// Now, when set, shows how long running commands have run (in steps
 	// of ElapsedStep, so a card changes only that often).
 	Now time.Time
+	// ViewOutput adds the View output button (ActionViewOutput) once a
+	// call of the turn finished, for platforms that answer it (see
+	// OutputShower).
+	ViewOutput bool
 }
 
 // ElapsedStep is the granularity of a running command's elapsed time on
@@ -190,12 +194,19 @@ func renderTurn(ts session.TurnState, o RenderOptions, listed, outputs int, atta
 		}})
 	}
 
+	var controls []Button
 	if ts.Status.Active() && !ts.Stopped && !ts.Destroyed {
 		value := o.WorkflowID
 		if o.MaxButtonValue > 0 && len(ActionStop)+1+len(value) > o.MaxButtonValue {
 			value = "" // the click's own thread names the session
 		}
-		add(Block{Kind: BlockActions, Buttons: []Button{{ID: ActionStop, Label: "Stop", Value: value}}})
+		controls = append(controls, Button{ID: ActionStop, Label: "Stop", Value: value})
+	}
+	if o.ViewOutput && finishedCall(ts) {
+		controls = append(controls, viewOutputButton(ts, o))
+	}
+	if len(controls) > 0 {
+		add(Block{Kind: BlockActions, Buttons: controls})
 	}
 	if ts.Status == session.StatusFailed && ts.Error != "" {
 		add(Block{Kind: BlockText, Text: "❌ " + safetext.Text(ts.Error)})

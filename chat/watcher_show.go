@@ -74,6 +74,7 @@ func (w *watcher) renderOptions() RenderOptions {
 		Now:              w.cfg.Clock.Now(),
 		FormatTime:       w.formatTime(),
 	}
+		ViewOutput:       showsOutput(w.p),
 }
 
 func (w *watcher) formatTime() func(time.Time) string {

@@ -46,6 +46,9 @@ const (
 	QueryTurnState = "turn_state"
 	QueryHistory   = "history"
 	QueryInfo      = "info"
+	// QueryToolOutput answers one tool call's arguments and kept output
+	// (ToolOutputRequest, ToolOutputResponse): the "View output" button.
+	QueryToolOutput = "tool_output"
 
 	SignalDestroy = "destroy"
 )

@@ -30,6 +30,14 @@ func (s *sessionRun) register(ctx workflow.Context) error {
 	}); err != nil {
 		return fmt.Errorf("register %s: %w", session.QueryHistory, err)
 	}
+	// A query adds nothing to history, so the View output button's read
+	// path needs no versioning; a bot asking a run of an older build falls
+	// back to QueryHistory and computes the same answer.
+	if err := workflow.SetQueryHandler(ctx, session.QueryToolOutput, func(req session.ToolOutputRequest) (session.ToolOutputResponse, error) {
+		return session.ToolOutputs(s.st.Transcript, req), nil
+	}); err != nil {
+		return fmt.Errorf("register %s: %w", session.QueryToolOutput, err)
+	}
 	if err := workflow.SetQueryHandler(ctx, session.QueryInfo, func() (session.Info, error) {
 		return s.info(ctx), nil
 	}); err != nil {

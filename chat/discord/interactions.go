@@ -75,6 +75,10 @@ func (a *Adapter) handleButton(ctx context.Context, r *ireply) {
 		r.respond(ctx, ephemeralMessage(chat.UserMessage(err)))
 		return
 	}
+	if action == chat.ActionViewOutput || action == chat.ActionViewCall {
+		a.viewOutput(ctx, r, chat.Action{ID: action, Value: value, User: u})
+		return
+	}
 	if action == chat.ActionReject {
 		// Ask who may decide before the modal: a user who may not would
 		// otherwise type a reason only to be refused on submit.
