@@ -50,6 +50,7 @@ func (w *watcher) update(ctx context.Context, v *view, ts session.TurnState) {
 	}
 	v.version = ts.Version
 	v.last = ts
+	w.observe(ts)
 	if ts.Pending != nil && w.approvers == "" {
 		w.approvers = w.approverHint(ctx)
 	}
@@ -73,8 +74,8 @@ func (w *watcher) renderOptions() RenderOptions {
 		Prices:           w.cfg.Prices,
 		Now:              w.cfg.Clock.Now(),
 		FormatTime:       w.formatTime(),
-	}
 		ViewOutput:       showsOutput(w.p),
+	}
 }
 
 func (w *watcher) formatTime() func(time.Time) string {
@@ -270,6 +271,14 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 		return
 	}
 	defer w.markMessages(ctx, ts)
+	// The native signs of the turn end too; the answer may go into the
+	// turn's stream instead of a message of its own.
+	answered := false
+	defer func() {
+		if !answered {
+			w.endTurn(ctx, ts, "")
+		}
+	}()
 	quiet := v.ref == "" && len(ts.ToolCalls) == 0 && len(ts.Notices) == 0 && ts.Status == session.StatusComplete
 	if !quiet {
 		// A turn that answered before its card was ever shown needs no
@@ -290,6 +299,11 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 		return
 	}
 	if text == "" || !w.claim(ctx, ts.Turn) || !w.limit(ctx) {
+		return
+	}
+	answered = true
+	if ref, took := w.endTurn(ctx, ts, text); took {
+		w.record(ctx, ts.Turn, "final", ref)
 		return
 	}
 	ref, err := w.p.PostText(ctx, w.th, text)
@@ -366,6 +380,7 @@ func (w *watcher) missed(ctx context.Context, v *view, next session.TurnState) {
 		v.pending = &card
 		w.flush(ctx, v, true)
 	}
+	w.endTurn(ctx, st, "")
 	if v.last.FinalRef == "" {
 		w.catchUp(ctx, v.turn, v.turn+1)
 	}

@@ -140,6 +140,9 @@ var chatVars = []Var{
 				p.add("%d is too small; use at least %d characters", n, minSlackUploadThreshold)
 			}
 		})},
+	{Name: "SANDBOT_SLACK_STREAMING", Default: "false", Readers: bot,
+		Doc:   "stream each turn's tool calls and answer into a native Slack streamed message (the card keeps approvals and Stop)",
+		field: func(c *Config) any { return &c.Slack.Streaming }},
 
 	// Discord.
 	{Name: "SANDBOT_DISCORD_TOKEN", Readers: bot, Secret: true,

@@ -252,6 +252,7 @@ type Slack struct {
 	EditInterval    time.Duration
 	UpdateBudget    int
 	UploadThreshold int
+	Streaming       bool
 }
 
 // Discord configures the Discord front end. It is enabled when Token is set.

@@ -44,6 +44,12 @@ type Adapter struct {
 
 	threads *threadCache
 	names   *nameCache // display names by user ID (users.info)
+	// signals and streams are Slack's native signs of running turns
+	// (assistant.go, stream.go); askers is who last wrote to each
+	// session thread, by workflow ID.
+	signals *signals
+	streams *streams
+	askers  *lru.Cache[string, string]
 	// seen holds recent event keys, so the app_mention and the message
 	// event of one user message, and Slack's redeliveries, are handled once
 	// by this process (the workflow dedupes across replicas).
@@ -76,6 +82,7 @@ var (
 	_ chat.ThreadStarter = (*Adapter)(nil)
 	_ chat.Mentioner     = (*Adapter)(nil)
 	_ chat.ThreadLinker  = (*Adapter)(nil)
+	_ chat.TurnObserver  = (*Adapter)(nil)
 )
 
 // New validates cfg and builds an adapter. Nothing is contacted until Run.
@@ -94,7 +101,7 @@ func New(cfg Config, log *slog.Logger) (*Adapter, error) {
 	if cfg.APIURL != "" {
 		opts = append(opts, slackgo.OptionAPIURL(cfg.APIURL))
 	}
-	return &Adapter{
+	a := &Adapter{
 		cfg:     cfg,
 		log:     log.With("platform", Platform),
 		api:     slackgo.New(cfg.BotToken, opts...),
@@ -107,7 +114,10 @@ func New(cfg Config, log *slog.Logger) (*Adapter, error) {
 		ready:   make(chan struct{}),
 		idle:    make(chan struct{}),
 		down:    "not connected yet",
-	}, nil
+		askers:  lru.New[string, string](10000),
+	}
+	a.signals, a.streams = newSignals(a), newStreams(a, cfg.Streaming)
+	return a, nil
 }
 
 // Budget is the pacing the core's turn watcher should use for Slack

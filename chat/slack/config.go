@@ -87,6 +87,11 @@ type Config struct {
 	// the full answer is uploaded as a file with a summary message,
 	// default 12,000.
 	FileUploadThreshold int
+	// Streaming puts each turn's tool calls, as task updates, and its
+	// answer into a native streamed message (chat.startStream); the card
+	// keeps the approvals and the Stop button (see stream.go). Off by
+	// default.
+	Streaming bool
 	// SlashCommand is the registered channel-level command, default
 	// "/sandbot" (as in deploy/slack-app-manifest.yaml).
 	SlashCommand string

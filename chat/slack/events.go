@@ -58,6 +58,8 @@ func (a *Adapter) onEventsAPI(ctx context.Context, ev slackevents.EventsAPIEvent
 			ts: e.TimeStamp, threadTS: e.ThreadTimeStamp,
 			mention: strings.Contains(e.Text, "<@"+self.UserID+">"),
 		})
+	case *slackevents.AgentSessionStoppedEvent:
+		return a.onAgentStop(ctx, team, e) // Slack's native stop button (assistant.go)
 	}
 	return nil
 }
@@ -111,6 +113,7 @@ func (a *Adapter) onUserMessage(ctx context.Context, in incoming) error {
 		}
 	}
 	a.threads.set(th, true)
+	a.signals.noteUser(th, in.user)
 	return a.core.HandleMessage(ctx, a, chat.Message{
 		Context: past,
 		EventID: key,

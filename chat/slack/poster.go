@@ -76,6 +76,7 @@ func (a *Adapter) post(ctx context.Context, th chat.Thread, text string, blocks 
 	}
 	if err == nil && th.Thread != "" {
 		a.threads.set(th, true) // the bot has replied here: a session thread
+		a.signals.posted(th)    // and Slack cleared the thread's status
 	}
 	return ts, err
 }

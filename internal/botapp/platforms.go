@@ -22,6 +22,7 @@ func slackConfig(cfg *config.Config) slack.Config {
 		ListenAddr: s.ListenAddr, AllowedChannels: s.AllowedChannels, AllowedUsers: s.AllowedUsers,
 		Approvers: s.Approvers, RequireMention: s.RequireMention, APIURL: s.APIBase,
 		EditInterval: s.EditInterval, UpdateBudgetPerMinute: s.UpdateBudget, FileUploadThreshold: s.UploadThreshold,
+		Streaming: s.Streaming,
 	}
 }
 

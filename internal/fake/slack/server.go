@@ -67,6 +67,9 @@ type Options struct {
 	// Slack: 3 s). Zero: triggers do not expire, so tests never depend on
 	// timing.
 	TriggerTTL time.Duration
+	// AgentApp says the app is declared as an agent (features.agent_view):
+	// only then does agents.sessions.setStatus work (see assistant.go).
+	AgentApp bool
 	// Users are the workspace's members that users.info knows; it answers
 	// user_not_found for anyone else. Payloads naming a known user carry
 	// its Name as the username.
@@ -125,6 +128,7 @@ type Server struct {
 	trigs   map[string]time.Time // trigger_id → issued
 	faults  map[string][]Fault
 	budget  budget
+	agent   agentState
 	viols   []Violation
 	conns   map[int]*wsConn
 	users   map[string]User

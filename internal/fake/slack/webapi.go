@@ -202,6 +202,9 @@ func (s *Server) dispatchLocked(method string, req request, now time.Time) resul
 	case "reactions.remove":
 		return s.reactLocked(req, false)
 	}
+	if r, ok := s.agentMethodLocked(method, req, now); ok {
+		return r
+	}
 	return errResult("unknown_method")
 }
 
@@ -275,6 +278,9 @@ func (s *Server) postMessageLocked(req request, now time.Time) result {
 		Text: req.form.Get("text"), RawBlocks: req.form.Get("blocks"), Updated: now,
 	}
 	s.addMessageLocked(m)
+	if m.ThreadTS != "" {
+		s.clearStatusLocked(ch, m.ThreadTS) // a reply clears the thread's status
+	}
 	return okResult(map[string]any{"channel": ch, "ts": m.TS, "message": s.messageJSON(m)})
 }
 
