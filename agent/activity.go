@@ -42,6 +42,9 @@ type Activities struct {
 	// store). Without it they live only in this worker's memory, which
 	// serves tests and a single worker until it restarts.
 	Transcripts TranscriptStore
+	// Images holds the images attached to user messages (the snapshot
+	// store), sent to the model when Config.Vision is set.
+	Images ImageStore
 
 	cache  transcripts
 	cfg    Config
@@ -120,15 +123,19 @@ func (a *Activities) Complete(ctx context.Context, req ModelRequest) (_ ModelRes
 		Model:    model,
 		Messages: toWire(a.cfg.SystemPrompt, req.Messages),
 	}
+	a.addImages(ctx, chatReq.Messages, req.Messages, len(chatReq.Messages)-len(req.Messages))
 	for i := range chatReq.Messages {
 		m := &chatReq.Messages[i]
 		m.Content = a.scrub(m.Content)
+		for j := range m.MultiContent {
+			m.MultiContent[j].Text = a.scrub(m.MultiContent[j].Text)
+		}
 		for j := range m.ToolCalls {
 			m.ToolCalls[j].Function.Arguments = a.scrub(m.ToolCalls[j].Function.Arguments)
 		}
 	}
 	if !req.DisableTools {
-		chatReq.Tools = []openai.Tool{{Type: openai.ToolTypeFunction, Function: ptr(ShellTool())}}
+		chatReq.Tools = []openai.Tool{{Type: openai.ToolTypeFunction, Function: ptr(ShellTool())}, {Type: openai.ToolTypeFunction, Function: ptr(ShareFileTool())}}
 	}
 
 	var resp ModelResponse

@@ -114,7 +114,7 @@ func TestCompleteSendsKeyToolsAndPrompt(t *testing.T) {
 	if r.Body.Model != "gpt-test" || r.Body.Messages[0].Role != "system" || r.Body.Messages[0].Content != "custom prompt" {
 		t.Fatalf("model %q, first message %+v", r.Body.Model, r.Body.Messages[0])
 	}
-	if len(r.Body.Tools) != 1 || r.Body.Tools[0].Type != "function" || r.Body.Tools[0].Function.Name != "shell" {
+	if len(r.Body.Tools) != 2 || r.Body.Tools[0].Type != "function" || r.Body.Tools[0].Function.Name != "shell" || r.Body.Tools[1].Function.Name != "share_file" {
 		t.Fatalf("tools = %+v", r.Body.Tools)
 	}
 	var schema struct {

@@ -48,6 +48,9 @@ type Config struct {
 	// into it (see Fit). Zero fields take DefaultContextTokens and
 	// DefaultAnswerTokens.
 	Window Window
+	// Vision sends images attached to user messages as image parts
+	// (SANDBOT_MODEL_VISION); without it the model is told their paths.
+	Vision bool
 }
 
 // DefaultRequestTimeout bounds a model call when Config.RequestTimeout is

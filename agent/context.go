@@ -76,7 +76,7 @@ func EstimateTokens(s string) int {
 // MessageTokens estimates a message's tokens, with the per-message
 // overhead of the chat format.
 func MessageTokens(m session.Message) int {
-	n := 4 + EstimateTokens(m.Content) + EstimateTokens(m.Name)
+	n := 4 + EstimateTokens(m.Content) + EstimateTokens(m.Name) + len(m.Images)*ImageTokens
 	for _, tc := range m.ToolCalls {
 		n += 8 + EstimateTokens(tc.Name) + EstimateTokens(tc.Arguments)
 	}

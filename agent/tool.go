@@ -152,3 +152,52 @@ func parseMillis(raw json.RawMessage) (int64, error) {
 	}
 	return int64(f), nil
 }
+
+// shareFileSchema is the JSON schema of the share_file tool's parameters.
+const shareFileSchema = `{
+  "type": "object",
+  "properties": {
+    "path": {
+      "type": "string",
+      "minLength": 1,
+      "description": "The file's path relative to the workspace root (the current directory of your shell commands)."
+    }
+  },
+  "required": ["path"],
+  "additionalProperties": false
+}`
+
+// ShareFileTool is the function definition of the share_file tool: it
+// posts a workspace file to the chat thread (the terminal prints its path).
+func ShareFileTool() openai.FunctionDefinition {
+	return openai.FunctionDefinition{
+		Name: session.ShareFileToolName,
+		Description: "Post one file from the workspace to the chat thread, so the people there can download it (a report, an image, a patch, a build artifact). " +
+			"It must be a regular file inside the workspace and within the size limit; archive a directory first. Files the user attached are in attachments/.",
+		Parameters: json.RawMessage(shareFileSchema),
+	}
+}
+
+// ParseShareFileArgs decodes and validates the share_file tool's
+// arguments. Its errors are written for the model.
+func ParseShareFileArgs(raw string) (session.ShareFileArgs, error) {
+	const hint = `; expected {"path":"<file in the workspace>"}`
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(strings.NewReader(strings.TrimSpace(raw)))
+	if err := dec.Decode(&fields); err != nil || dec.More() {
+		return session.ShareFileArgs{}, fmt.Errorf("invalid arguments for share_file: not one JSON object" + hint)
+	}
+	for k := range fields {
+		if k != "path" {
+			return session.ShareFileArgs{}, fmt.Errorf("invalid arguments for share_file: unknown field %q; only \"path\" is accepted"+hint, k)
+		}
+	}
+	var args session.ShareFileArgs
+	if err := json.Unmarshal(fields["path"], &args.Path); err != nil || strings.TrimSpace(args.Path) == "" {
+		return session.ShareFileArgs{}, fmt.Errorf(`invalid arguments for share_file: "path" must be a non-empty string` + hint)
+	}
+	if len(args.Path) > 4096 || strings.IndexByte(args.Path, 0) >= 0 {
+		return session.ShareFileArgs{}, fmt.Errorf(`invalid arguments for share_file: "path" is too long or contains a NUL byte` + hint)
+	}
+	return args, nil
+}

@@ -54,6 +54,9 @@ type Message struct {
 	// Admin is true when the platform says the user may act for everyone
 	// (for example a configured approver role); the workflow checks again.
 	Admin bool
+	// Files are the files attached to the message, as the platform
+	// described them; the worker downloads them into the workspace.
+	Files []session.Attachment
 }
 
 // Action is a normalized button click or modal submission.
@@ -115,6 +118,22 @@ type ThreadStarter interface {
 // the file's text is posted with PostText instead.
 type Attacher interface {
 	Attach(ctx context.Context, th Thread, a Attachment) error
+}
+
+// FileSharer is an optional Poster capability: post a workspace file the
+// agent shared (the share_file tool) into the thread as a file (Slack
+// files upload v2, a Discord message with an attachment). On a Poster
+// without it (the terminal), the watcher posts the file's path and size.
+type FileSharer interface {
+	ShareFile(ctx context.Context, th Thread, f SharedFile) error
+}
+
+// SharedFile is a file the agent shared, with its bytes.
+type SharedFile struct {
+	// Name is the file's base name; Path its workspace path.
+	Name, Path string
+	MimeType   string
+	Data       []byte
 }
 
 // Mentioner is an optional Poster capability: how to mention a user in Card

@@ -191,6 +191,11 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 		return nil
 	}
 	text := strings.TrimSpace(m.Text)
+	if text == "" && len(m.Files) > 0 {
+		// Files alone are a message too: the model reads what came with
+		// them.
+		text = filesOnlyText
+	}
 	if text == "" {
 		c.say(ctx, p, th, "Tell me what to do in this thread, or send /help for commands.")
 		return nil
@@ -216,9 +221,17 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 	defer cancel()
-	req := session.MessageRequest{EventID: m.EventID, User: m.User, Text: text, Ref: m.Ref, Context: contextText(m.Context)}
-	if len(req.Text)+len(req.Context) > session.MaxMessageBytes {
+	req := session.MessageRequest{EventID: m.EventID, User: m.User, Text: text, Ref: m.Ref, Context: contextText(m.Context), Attachments: m.Files}
+	if req.MessageBytes() > session.MaxMessageBytes {
 		req.Context = "" // the message itself wins; the thread's past is a bonus
+	}
+	if err := session.CheckAttachments(req.Attachments); err != nil {
+		c.say(ctx, p, th, "Your message was not sent: "+err.Error()+".")
+		return nil
+	}
+	if n := req.MessageBytes(); n > session.MaxMessageBytes {
+		c.say(ctx, p, th, fmt.Sprintf("Your message and its %d attachments' descriptions are %d bytes together; the limit is %d bytes. Send fewer files or a shorter message.", len(req.Attachments), n, session.MaxMessageBytes))
+		return nil
 	}
 	if model, rest, ok := cutModel(text); ok {
 		if strings.TrimSpace(rest) == "" {

@@ -64,6 +64,9 @@ type Sessions interface {
 	ClaimWatch(ctx context.Context, id string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error)
 	Info(ctx context.Context, id string) (session.Info, error)
 	History(ctx context.Context, id string, req session.HistoryRequest) ([]session.HistoryEntry, error)
+	// SharedFile returns a file a share_file call put up for the thread,
+	// with its bytes (Gone when the session no longer holds them).
+	SharedFile(ctx context.Context, id string, req session.SharedFileRequest) (session.SharedFileData, error)
 	// List returns sessions matching f, newest first.
 	List(ctx context.Context, f ListFilter) ([]SessionSummary, error)
 }

@@ -276,6 +276,13 @@ func (t *TemporalSessions) History(ctx context.Context, id string, req session.H
 	return r, err
 }
 
+// SharedFile implements Sessions with the shared_file query.
+func (t *TemporalSessions) SharedFile(ctx context.Context, id string, req session.SharedFileRequest) (session.SharedFileData, error) {
+	var r session.SharedFileData
+	err := t.query(ctx, id, session.QuerySharedFile, &r, req)
+	return r, err
+}
+
 // listQuery is the visibility query for f. Without search attributes,
 // platform, workspace, channel and owner are filtered after listing.
 func listQuery(f ListFilter, indexed bool) string {

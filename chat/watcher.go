@@ -30,6 +30,7 @@ type turnFeed interface {
 	TurnState(ctx context.Context, id string) (session.TurnState, error)
 	Info(ctx context.Context, id string) (session.Info, error)
 	History(ctx context.Context, id string, req session.HistoryRequest) ([]session.HistoryEntry, error)
+	SharedFile(ctx context.Context, id string, req session.SharedFileRequest) (session.SharedFileData, error)
 	RecordChatRef(ctx context.Context, id string, req session.ChatRefRequest) error
 	ClaimFinal(ctx context.Context, id string, req session.ClaimFinalRequest) (session.ClaimFinalResponse, error)
 	ClaimWatch(ctx context.Context, id string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error)
@@ -303,6 +304,7 @@ func (w *watcher) follow(ctx context.Context, want int) (last int, ok bool) {
 				return ts.Turn, true
 			}
 			w.flush(ctx, v, false)
+			w.share(ctx, v, ts)
 		}
 		d := interval
 		if v != nil && v.pending != nil {

@@ -28,6 +28,8 @@ type view struct {
 	attached map[string]bool
 	// announced are the pending calls whose approvers were told, by call.
 	announced map[string]bool
+	// shared are the shared files this watcher posted, by call.
+	shared map[string]bool
 }
 
 // newView starts showing ts's turn, in the status message it recorded (a
@@ -285,6 +287,8 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 		// card; every other one gets its final edit.
 		w.flush(ctx, v, true)
 	}
+	// Shared files before the answer, which may refer to them.
+	w.share(ctx, v, ts)
 	if ts.FinalRef != "" {
 		return
 	}
@@ -380,6 +384,7 @@ func (w *watcher) missed(ctx context.Context, v *view, next session.TurnState) {
 		v.pending = &card
 		w.flush(ctx, v, true)
 	}
+	w.share(ctx, v, st)
 	w.endTurn(ctx, st, "")
 	if v.last.FinalRef == "" {
 		w.catchUp(ctx, v.turn, v.turn+1)

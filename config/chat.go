@@ -53,8 +53,8 @@ func (c *Config) slackHTTPMode() bool { return c.Slack.Mode == "http" }
 
 var chatVars = []Var{
 	// Slack.
-	{Name: "SANDBOT_SLACK_BOT_TOKEN", Readers: bot, Secret: true,
-		Doc:   "Bot User OAuth Token, xoxb-...; enables Slack",
+	{Name: "SANDBOT_SLACK_BOT_TOKEN", Readers: all, Secret: true,
+		Doc:   "Bot User OAuth Token, xoxb-...; enables Slack (the worker downloads Slack attachments with it, files:read)",
 		field: func(c *Config) any { return &c.Slack.BotToken },
 		check: whenSlack(func(c *Config, p *probs) {
 			checkToken(p, c.Slack.BotToken, "xoxb-", "the Bot User OAuth Token from the app's OAuth & Permissions page")
@@ -108,8 +108,8 @@ var chatVars = []Var{
 	{Name: "SANDBOT_SLACK_REQUIRE_MENTION", Default: "false", Readers: bot,
 		Doc:   "replies in a session thread need a mention (DMs never do)",
 		field: func(c *Config) any { return &c.Slack.RequireMention }},
-	{Name: "SANDBOT_SLACK_API_BASE", Readers: bot,
-		Doc:   "Slack Web API base ending in /, e.g. a fake's http://127.0.0.1:PORT/api/",
+	{Name: "SANDBOT_SLACK_API_BASE", Readers: all,
+		Doc:   "Slack Web API base ending in /, e.g. a fake's http://127.0.0.1:PORT/api/ (the worker then downloads Slack attachments from that origin too)",
 		field: func(c *Config) any { return &c.Slack.APIBase },
 		check: whenSlack(func(c *Config, p *probs) {
 			if c.Slack.APIBase != "" {
@@ -213,8 +213,8 @@ var chatVars = []Var{
 				p.add("%s is too fast; use %s or more (Discord allows about 5 edits per 5 s per channel)", d, minDiscordEditInterval)
 			}
 		})},
-	{Name: "SANDBOT_DISCORD_API_BASE", Readers: bot,
-		Doc:   "Discord REST base instead of https://discord.com, e.g. a fake's http://127.0.0.1:PORT",
+	{Name: "SANDBOT_DISCORD_API_BASE", Readers: all,
+		Doc:   "Discord REST base instead of https://discord.com, e.g. a fake's http://127.0.0.1:PORT (the worker then downloads Discord attachments from that origin too)",
 		field: func(c *Config) any { return &c.Discord.APIBase },
 		check: whenDiscord(func(c *Config, p *probs) {
 			if c.Discord.APIBase != "" {

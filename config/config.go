@@ -54,6 +54,7 @@ type Config struct {
 	Discord  Discord
 	Dev      Dev
 	Repos    Repos
+	Attach   Attach
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 	// DecisionKey is the secret bot and worker share to sign and check
@@ -102,6 +103,10 @@ type Model struct {
 	Name string
 	// Stream uses streaming responses (heartbeats long generations).
 	Stream bool
+	// Vision sends attached images to the model as image parts, up to
+	// VisionMaxBytes each.
+	Vision         bool
+	VisionMaxBytes Bytes
 	// Timeout bounds one model call.
 	Timeout time.Duration
 	// Allowed are other models sessions may pick with /model.

@@ -188,8 +188,13 @@ func TestMalformedValueOfAnotherProcessIsNotItsProblem(t *testing.T) {
 }
 
 func TestWorkerDoesNotNeedChatTokens(t *testing.T) {
-	if err := loadEnv(t, "SANDBOT_SLACK_BOT_TOKEN", "nonsense").Validate(RoleWorker); err != nil {
+	if err := loadEnv(t, "SANDBOT_DISCORD_TOKEN", "nonsense").Validate(RoleWorker); err != nil {
 		t.Fatal(err)
+	}
+	// The worker downloads Slack attachments with the bot token, so a
+	// malformed one is its problem too; an unset one is not.
+	if err := loadEnv(t, "SANDBOT_SLACK_BOT_TOKEN", "nonsense").Validate(RoleWorker); err == nil || !strings.Contains(err.Error(), "SANDBOT_SLACK_BOT_TOKEN") {
+		t.Fatalf("worker with a malformed Slack bot token: %v", err)
 	}
 }
 

@@ -107,7 +107,7 @@ var OtherNames = map[string]string{
 
 // registry is every setting: the core's here, the chat platforms' in
 // chat.go.
-var registry = append(append(coreVars, chatVars...), repoVars...)
+var registry = append(append(append(coreVars, chatVars...), repoVars...), attachVars...)
 
 var coreVars = []Var{
 	// Model.

@@ -106,6 +106,13 @@ type Activities struct {
 	Redactor Redactor
 	// Limits bound workspaces and snapshots.
 	Limits Limits
+	// Fetcher downloads chat attachments for SaveAttachments (nil: none
+	// are downloaded, and each is reported as refused); Attach caps them.
+	Fetcher Fetcher
+	Attach  AttachLimits
+	// ShareMaxBytes caps a file ReadFile reads for share_file when the
+	// request names no cap (default DefaultShareMaxBytes).
+	ShareMaxBytes int64
 }
 
 // Redactor replaces known secrets in a text (redact.Redactor implements

@@ -144,8 +144,22 @@ type MessageRequest struct {
 	// Model is a model the message picked (model=NAME), for this turn and
 	// the ones after; it must be one the worker offers.
 	Model string `json:"model,omitempty"`
+	// Attachments are the files attached to the message; the worker
+	// downloads them into the workspace before the turn. With Text and
+	// Context within MaxMessageBytes (see AttachmentBytes).
+	Attachments []Attachment `json:"attachments,omitempty"`
 	// Auth is the bot's signature (see Signature).
 	Auth Signature `json:"auth,omitzero"`
+}
+
+// MessageBytes is what a message counts against MaxMessageBytes: its
+// text, the thread context and its attachment descriptors.
+func (r MessageRequest) MessageBytes() int {
+	n := len(r.Text) + len(r.Context)
+	for _, a := range r.Attachments {
+		n += AttachmentBytes(a)
+	}
+	return n
 }
 
 // MessageResponse tells the bot which turn will answer the message.
@@ -257,7 +271,8 @@ type SetBackendResponse struct {
 // second final answer.
 type ChatRefRequest struct {
 	Turn int `json:"turn"`
-	// Kind is "status", "final" or ChatRefApprovalNotice.
+	// Kind is "status", "final", ChatRefApprovalNotice or
+	// ChatRefSharedFile.
 	Kind string `json:"kind"`
 	Ref  string `json:"ref"`
 	// Auth is the bot's signature (see Signature).

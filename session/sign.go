@@ -112,6 +112,9 @@ func (r *MessageRequest) signedFields() []string {
 	if r.Context != "" {
 		f = append(f, "context:"+r.Context)
 	}
+	for _, a := range r.Attachments {
+		f = append(f, "file:"+a.Platform, a.ID, a.Name, fmt.Sprint(a.Size), a.MimeType, a.URL)
+	}
 	return append(f, userFields(r.User)...)
 }
 

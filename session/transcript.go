@@ -10,7 +10,7 @@ const (
 	RoleTool      = "tool"
 )
 
-// ShellToolName is the only tool the agent has.
+// ShellToolName is the agent's shell tool (ShareFileToolName is the other).
 const ShellToolName = "shell"
 
 // Message is one transcript entry. It is deliberately the chat-completions
@@ -25,6 +25,9 @@ type Message struct {
 	// User is the chat user who wrote a user message (display only; never
 	// sent to the model as a separate field).
 	User string `json:"user,omitempty"`
+	// Images are images attached to a user message, sent to a vision
+	// model as image parts (their bytes are in the snapshot store).
+	Images []ImageRef `json:"images,omitempty"`
 }
 
 // ToolCall is a function call the model asked for.

@@ -136,6 +136,9 @@ type TurnState struct {
 	// Previous is how the turn before this one ended, for a bot that saw
 	// it running but not ending (it ended between two polls).
 	Previous *TurnEnd `json:"previous,omitempty"`
+	// Shared are the files this turn's share_file calls put up for the
+	// thread, in call order.
+	Shared []SharedFile `json:"shared,omitempty"`
 }
 
 // TurnEnd is how a turn ended.

@@ -43,6 +43,9 @@ func (s *sessionRun) register(ctx workflow.Context) error {
 	}); err != nil {
 		return fmt.Errorf("register %s: %w", session.QueryInfo, err)
 	}
+	if err := workflow.SetQueryHandler(ctx, session.QuerySharedFile, s.sharedFile); err != nil {
+		return fmt.Errorf("register %s: %w", session.QuerySharedFile, err)
+	}
 
 	updates := []struct {
 		name      string
@@ -104,10 +107,13 @@ func (s *sessionRun) validateMessage(ctx workflow.Context, req session.MessageRe
 	if err := s.validateAlive(ctx, nil); err != nil {
 		return err
 	}
-	if n := len(req.Text) + len(req.Context); n > session.MaxMessageBytes {
-		return fmt.Errorf("message is %d bytes; the limit is %d bytes (64 KiB). Attach large content as a file in the workspace instead", n, session.MaxMessageBytes)
+	if err := session.CheckAttachments(req.Attachments); err != nil {
+		return err
 	}
-	if strings.TrimSpace(req.Text) == "" {
+	if n := req.MessageBytes(); n > session.MaxMessageBytes {
+		return fmt.Errorf("message is %d bytes (text, thread context and attachment descriptors); the limit is %d bytes (64 KiB). Attach large content as a file in the workspace instead", n, session.MaxMessageBytes)
+	}
+	if strings.TrimSpace(req.Text) == "" && len(req.Attachments) == 0 {
 		return fmt.Errorf("message is empty; write what you want the agent to do, or /help for commands")
 	}
 	if req.Model != "" {
@@ -124,7 +130,7 @@ func (s *sessionRun) onMessage(ctx workflow.Context, req session.MessageRequest)
 	if req.Model != "" {
 		s.st.Model = req.Model // validated; the next turn to start takes it
 	}
-	s.st.Queue = append(s.st.Queue, QueuedMessage{EventID: req.EventID, User: req.User, Text: req.Text, At: workflow.Now(ctx), Ref: req.Ref, Context: req.Context})
+	s.st.Queue = append(s.st.Queue, QueuedMessage{EventID: req.EventID, User: req.User, Text: req.Text, At: workflow.Now(ctx), Ref: req.Ref, Context: req.Context, Attachments: req.Attachments})
 	// A new message ends a pause: the user wants an answer.
 	s.st.Paused = false
 	s.pauseRequested = false
@@ -217,11 +223,14 @@ func (s *sessionRun) requestDestroy(u session.User) {
 }
 
 func (s *sessionRun) validateChatRef(ctx workflow.Context, req session.ChatRefRequest) error {
-	if req.Kind != "status" && req.Kind != "final" && req.Kind != session.ChatRefApprovalNotice {
-		return fmt.Errorf("chat ref kind %q is unknown; use \"status\", \"final\" or %q", req.Kind, session.ChatRefApprovalNotice)
+	if req.Kind != "status" && req.Kind != "final" && req.Kind != session.ChatRefApprovalNotice && req.Kind != session.ChatRefSharedFile {
+		return fmt.Errorf("chat ref kind %q is unknown; use \"status\", \"final\", %q or %q", req.Kind, session.ChatRefApprovalNotice, session.ChatRefSharedFile)
 	}
 	if req.Ref == "" {
 		return fmt.Errorf("chat ref is empty")
+	}
+	if req.Kind == session.ChatRefSharedFile {
+		return nil // Ref is the call ID, unique in the session
 	}
 	if req.Turn != s.st.Last.Turn {
 		return fmt.Errorf("turn %d is not the current turn (%d)", req.Turn, s.st.Last.Turn)
@@ -237,6 +246,8 @@ func (s *sessionRun) onChatRef(ctx workflow.Context, req session.ChatRefRequest)
 		s.st.Last.StatusRef = req.Ref
 	case session.ChatRefApprovalNotice:
 		s.st.Last.ApprovalNoticed = req.Ref
+	case session.ChatRefSharedFile:
+		s.sharedPosted(req.Ref)
 	case "final":
 		s.st.Last.FinalRef = req.Ref
 		if s.watchLease {

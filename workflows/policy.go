@@ -59,6 +59,14 @@ const (
 	// retention, for /rewind and /fork @N. Decided once per run, at its
 	// start.
 	changeCheckpoints = "checkpoints"
+	// changeAttachments: a message's attachments are saved into the
+	// workspace (SaveAttachments) before its turn. Reached only for
+	// messages that carry attachments, which no older history has.
+	changeAttachments = "attachments"
+	// changeShareFile: a share_file call reads the file (ReadFile) and
+	// lists it for the bot; before, it failed as an unknown tool. Reached
+	// only when the model calls share_file.
+	changeShareFile = "share-file"
 )
 
 // PolicyActivities serves the worker's session policy to session runs. It

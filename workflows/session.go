@@ -66,6 +66,9 @@ type sessionRun struct {
 	// forceEnsure makes the next sandbox use go through Ensure even with a
 	// known handle (the handle's sandbox was reported gone).
 	forceEnsure bool
+	// shared holds the bytes of the current turn's shared files until the
+	// bot records their post (never in State; see shareFile).
+	shared map[string][]byte
 }
 
 // Session is the session workflow. It registers its handlers before doing

@@ -105,6 +105,9 @@ type QueuedMessage struct {
 	// Context is the thread's earlier conversation, for a session's first
 	// message (see session.MessageRequest.Context).
 	Context string `json:"context,omitempty"`
+	// Attachments are the message's files, saved into the workspace when
+	// its turn starts.
+	Attachments []session.Attachment `json:"attachments,omitempty"`
 }
 
 // SeenEvent maps a processed event ID to its turn.
@@ -183,7 +186,7 @@ func (st *State) firstPosition() int {
 }
 
 func entrySize(e session.HistoryEntry) int {
-	n := len(e.Msg.Content) + len(e.Msg.User) + 32
+	n := len(e.Msg.Content) + len(e.Msg.User) + 32 + 128*len(e.Msg.Images)
 	for _, c := range e.Msg.ToolCalls {
 		n += len(c.Arguments) + len(c.ID) + len(c.Name)
 	}

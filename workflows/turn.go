@@ -31,6 +31,7 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 	}
 	s.st.Last = session.TurnState{Turn: s.st.Turn, Status: session.StatusThinking, Backend: s.st.Backend, StartedAt: now, Previous: prev}
 	multi := len(batch) > 1
+	var filed []filedMessage
 	for _, m := range batch {
 		if m.Ref != "" && len(s.st.Last.MessageRefs) < maxMessageRefs {
 			s.st.Last.MessageRefs = append(s.st.Last.MessageRefs, m.Ref)
@@ -45,6 +46,9 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 			content = speaker(m.User, s.st.Owner) + ": " + m.Text
 		}
 		s.st.appendTranscript(session.HistoryEntry{Turn: s.st.Turn, At: m.At, Msg: session.Message{Role: session.RoleUser, Content: content, User: displayName(m.User)}})
+		if len(m.Attachments) > 0 {
+			filed = append(filed, filedMessage{pos: s.st.firstPosition() + len(s.st.Transcript) - 1, files: m.Attachments})
+		}
 	}
 	if multi {
 		s.st.Last.Notices = append(s.st.Last.Notices, fmt.Sprintf("%d messages were taken together in this turn.", len(batch)))
@@ -62,6 +66,9 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 		// The first message named a repository: clone it now, so the
 		// turn's card shows the clone and the model finds the checkout.
 		s.setupRepo(tctx, s.st.Turn)
+	}
+	if len(filed) > 0 {
+		s.saveAttachments(tctx, filed)
 	}
 
 	final, err := s.agentLoop(tctx)
@@ -290,8 +297,13 @@ func (s *sessionRun) agentLoop(ctx workflow.Context) (string, error) {
 
 // toolResult appends the tool message the model sees for a call.
 func (s *sessionRun) toolResult(ctx workflow.Context, callID, content string) {
+	s.toolResultNamed(ctx, callID, session.ShellToolName, content)
+}
+
+// toolResultNamed is toolResult for a call of the named tool.
+func (s *sessionRun) toolResultNamed(ctx workflow.Context, callID, tool, content string) {
 	s.st.appendTranscript(session.HistoryEntry{Turn: s.st.Turn, At: workflow.Now(ctx), Msg: session.Message{
-		Role: session.RoleTool, ToolCallID: callID, Name: session.ShellToolName,
+		Role: session.RoleTool, ToolCallID: callID, Name: tool,
 		Content: agent.CapToolResult(content, agent.MaxToolResultBytes),
 	}})
 }
@@ -363,6 +375,9 @@ func (s *sessionRun) hasToolResult(callID string) bool {
 // It returns an error only when the turn must end (stop or destroy).
 func (s *sessionRun) toolCall(ctx workflow.Context, tc session.ToolCall) error {
 	s.addCall(tc)
+	if tc.Name == session.ShareFileToolName {
+		return s.shareFile(ctx, tc)
+	}
 	if tc.Name != session.ShellToolName {
 		s.failCall(ctx, tc, fmt.Sprintf("unknown tool %q; the only tool is %q", tc.Name, session.ShellToolName))
 		return nil

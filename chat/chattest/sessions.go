@@ -49,6 +49,8 @@ type Sessions struct {
 	ForkFn       func(id string, req session.ForkRequest) (session.ForkResponse, error)
 	InfoFn       func(id string) (session.Info, error)
 	HistoryFn    func(id string, req session.HistoryRequest) ([]session.HistoryEntry, error)
+	// SharedFileFn answers SharedFile (default: the file is gone).
+	SharedFileFn func(id string, req session.SharedFileRequest) (session.SharedFileData, error)
 	ListFn       func(f chat.ListFilter) ([]chat.SessionSummary, error)
 	RecordFn     func(id string, req session.ChatRefRequest) error
 	ClaimFn      func(id string, req session.ClaimFinalRequest) (session.ClaimFinalResponse, error)
@@ -487,6 +489,14 @@ func (f *Sessions) History(_ context.Context, id string, req session.HistoryRequ
 		return f.HistoryFn(id, req)
 	}
 	return nil, nil
+}
+
+// SharedFile implements chat.Sessions.
+func (f *Sessions) SharedFile(_ context.Context, id string, req session.SharedFileRequest) (session.SharedFileData, error) {
+	if f.SharedFileFn != nil {
+		return f.SharedFileFn(id, req)
+	}
+	return session.SharedFileData{SharedFile: session.SharedFile{CallID: req.CallID}, Gone: true}, nil
 }
 
 // List implements chat.Sessions: the sessions started so far whose

@@ -9,6 +9,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/session"
 )
 
 // Discord JSON error codes the adapter reacts to.
@@ -151,8 +152,13 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordgo.Message) {
 		return
 	}
 	text := messageText(m, bot)
-	if th.Thread == "" && text != "" {
-		t, err := a.openThread(ctx, m, text)
+	files := attachments(m)
+	title := text
+	if title == "" && len(files) > 0 {
+		title = files[0].Name
+	}
+	if th.Thread == "" && title != "" {
+		t, err := a.openThread(ctx, m, title)
 		if err != nil {
 			log.Error("open session thread failed", "channel", m.ChannelID, "err", err)
 			a.replyTo(ctx, m, threadFailure(err))
@@ -168,7 +174,7 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordgo.Message) {
 			past = a.threadContext(ctx, m.ChannelID, m.ID, bot)
 		}
 	}
-	err := a.core.HandleMessage(ctx, a, chat.Message{EventID: m.ID, Ref: m.ID, Thread: th, User: u, Text: text, Admin: a.cfg.approver(u.Roles), Context: past})
+	err := a.core.HandleMessage(ctx, a, chat.Message{EventID: m.ID, Ref: m.ID, Thread: th, User: u, Text: text, Admin: a.cfg.approver(u.Roles), Context: past, Files: files})
 	if err != nil {
 		log.Error("handle message", "thread_id", th.ID(), "err", err)
 	}
@@ -218,11 +224,20 @@ func (a *Adapter) replyTo(ctx context.Context, m *discordgo.Message, text string
 // removed, attachments listed so the agent knows they exist.
 func messageText(m *discordgo.Message, bot string) string {
 	text := strings.NewReplacer("<@"+bot+">", "", "<@!"+bot+">", "").Replace(m.Content)
-	text = strings.TrimSpace(text)
-	for _, at := range m.Attachments {
-		text += fmt.Sprintf("\n[attachment: %s %s]", at.Filename, at.URL)
-	}
 	return strings.TrimSpace(text)
+}
+
+// attachments describes a message's files for the worker, which downloads
+// them from Discord's CDN (the URLs are signed; no credential is needed).
+func attachments(m *discordgo.Message) []session.Attachment {
+	var out []session.Attachment
+	for _, at := range m.Attachments {
+		if at == nil {
+			continue
+		}
+		out = append(out, session.Attachment{Platform: Platform, ID: at.ID, Name: at.Filename, Size: int64(at.Size), MimeType: at.ContentType, URL: at.URL})
+	}
+	return out
 }
 
 // userOf is a chat user from a Discord user and, in guilds, their member

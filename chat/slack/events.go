@@ -5,9 +5,11 @@ import (
 	"regexp"
 	"strings"
 
+	slackgo "github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/session"
 )
 
 // incoming is a user message normalized from an app_mention or a message
@@ -17,6 +19,7 @@ type incoming struct {
 	user, text                 string
 	ts, threadTS               string
 	mention                    bool // addressed to the bot explicitly
+	files                      []slackgo.File
 }
 
 // eventKey identifies a user message: the same for its app_mention and its
@@ -47,7 +50,7 @@ func (a *Adapter) onEventsAPI(ctx context.Context, ev slackevents.EventsAPIEvent
 		}
 		return a.onUserMessage(ctx, incoming{
 			team: team, channel: e.Channel, user: e.User, text: e.Text,
-			ts: e.TimeStamp, threadTS: e.ThreadTimeStamp, mention: true,
+			ts: e.TimeStamp, threadTS: e.ThreadTimeStamp, mention: true, files: e.Files,
 		})
 	case *slackevents.MessageEvent:
 		if !messageSubtypesForSessions[e.SubType] || e.BotID != "" || e.User == "" || e.User == self.UserID {
@@ -56,7 +59,7 @@ func (a *Adapter) onEventsAPI(ctx context.Context, ev slackevents.EventsAPIEvent
 		return a.onUserMessage(ctx, incoming{
 			team: team, channel: e.Channel, channelType: e.ChannelType, user: e.User, text: e.Text,
 			ts: e.TimeStamp, threadTS: e.ThreadTimeStamp,
-			mention: strings.Contains(e.Text, "<@"+self.UserID+">"),
+			mention: strings.Contains(e.Text, "<@"+self.UserID+">"), files: messageFiles(e),
 		})
 	case *slackevents.AgentSessionStoppedEvent:
 		return a.onAgentStop(ctx, team, e) // Slack's native stop button (assistant.go)
@@ -122,7 +125,31 @@ func (a *Adapter) onUserMessage(ctx context.Context, in incoming) error {
 		Text:    stripMention(in.text, a.identity().UserID),
 		Ref:     in.ts,
 		Admin:   a.isApprover(in.user),
+		Files:   attachments(in.files),
 	})
+}
+
+// messageFiles are a message event's files (slack-go keeps a plain
+// message's fields, files among them, in Message).
+func messageFiles(e *slackevents.MessageEvent) []slackgo.File {
+	if e.Message == nil {
+		return nil
+	}
+	return e.Message.Files
+}
+
+// attachments describes a message's files for the worker, which downloads
+// them from url_private_download with the bot token (files:read).
+func attachments(files []slackgo.File) []session.Attachment {
+	var out []session.Attachment
+	for _, f := range files {
+		name := f.Name
+		if name == "" {
+			name = f.Title
+		}
+		out = append(out, session.Attachment{Platform: Platform, ID: f.ID, Name: name, Size: int64(f.Size), MimeType: f.Mimetype, URL: f.URLPrivateDownload})
+	}
+	return out
 }
 
 // slackToken is Slack's markup for links, mentions and channels in

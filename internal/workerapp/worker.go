@@ -79,6 +79,7 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 			BaseURL: cfg.Model.BaseURL, APIKey: cfg.Model.APIKey, Model: cfg.Model.Name, Allowed: cfg.Model.Allowed,
 			Stream: cfg.Model.Stream, RequestTimeout: cfg.Model.Timeout,
 			Window: agent.Window{ContextTokens: cfg.Model.ContextTokens, AnswerTokens: cfg.Model.AnswerTokens},
+			Vision: cfg.Model.Vision,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("worker: model: %w", err)
@@ -105,6 +106,7 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 	// Model calls keep their transcripts next to the snapshots (see
 	// agent.TranscriptStore), so history holds each message about once.
 	models.Transcripts = store
+	models.Images = store
 	w := &Worker{HostQueue: session.HostQueue(cfg.Temporal.TaskQueue, cfg.Sandbox.HostID), Unavailable: map[string]string{}, store: store, client: c,
 		namespace: cfg.Temporal.Namespace, taskQueue: cfg.Temporal.TaskQueue, log: log}
 	if cfg.Sandbox.SingleHost {
@@ -143,6 +145,10 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 			WorkspaceBytes: int64(cfg.Sandbox.WorkspaceQuota), WorkspaceSetting: "SANDBOT_SANDBOX_WORKSPACE_QUOTA",
 			SnapshotBytes: int64(cfg.Sandbox.SnapshotMax), SnapshotSetting: "SANDBOT_SANDBOX_SNAPSHOT_MAX",
 		}}
+	if err := configureFiles(acts, cfg); err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("worker: %w", err)
+	}
 
 	wo := opts.Temporal
 	if wo.MaxHeartbeatThrottleInterval == 0 {
