@@ -223,6 +223,13 @@ func renderTurn(ts session.TurnState, o RenderOptions, listed, outputs int, atta
 	return card
 }
 
+// ApprovalNoticeText is the new message that tells the people who may
+// approve (approvers, as the card names them) that a command of turn waits
+// for them: the card's edit that shows the buttons notifies nobody.
+func ApprovalNoticeText(turn int, approvers string) string {
+	return fmt.Sprintf("✋ A command of turn %d waits for approval: %s. The buttons are on the card above.", turn, approvers)
+}
+
 // turnTitle is the card's header: the turn's state in a word or two.
 func turnTitle(ts session.TurnState) string {
 	switch {

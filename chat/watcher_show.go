@@ -2,7 +2,6 @@ package chat
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 	"strings"
 	"time"
@@ -189,7 +188,7 @@ func (w *watcher) announce(ctx context.Context, v *view) {
 	if !w.limit(ctx) {
 		return
 	}
-	text := fmt.Sprintf("✋ A command of turn %d waits for approval: %s. The buttons are on the card above.", v.turn, w.approvers)
+	text := ApprovalNoticeText(v.turn, w.approvers)
 	var err error
 	if n, ok := w.p.(Notifier); ok {
 		_, err = n.Notify(ctx, w.th, text, w.approverUsers)

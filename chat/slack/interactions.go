@@ -95,6 +95,9 @@ func (a *Adapter) onButton(ctx context.Context, cb slackgo.InteractionCallback, 
 	user := a.clickUser(ctx, cb)
 	id := ActionIDOf(act.ActionID)
 	action := chat.Action{ID: id, Value: act.Value, User: user, Thread: th, Reply: reply}
+	if id == chat.ActionViewOutput || id == chat.ActionViewCall {
+		return a.onViewOutput(ctx, cb, action)
+	}
 	if d, ok := a.core.(decider); ok && id == chat.ActionReject {
 		// Ask who may decide before the modal: a user who may not would
 		// otherwise type a reason only to be refused on submit.

@@ -165,6 +165,21 @@ func (s *Server) ClickButton(messageID string, from Member, customID string) (st
 	return s.interactLocked(c, from, InteractionComponent, map[string]any{"custom_id": customID, "component_type": 2}, m)
 }
 
+// ForgeClick dispatches a component interaction (type 3) on a message with
+// a custom_id that the message need not carry: what a modified client or a
+// replayed, edited payload would send, for attack tests. It returns the
+// interaction ID.
+func (s *Server) ForgeClick(messageID string, from Member, customID string) (string, error) {
+	s.mu.Lock()
+	m, ok := s.messages[messageID]
+	if !ok || m.Deleted {
+		s.mu.Unlock()
+		return "", fmt.Errorf("fake discord: unknown message %s", messageID)
+	}
+	c := s.channels[m.ChannelID]
+	return s.interactLocked(c, from, InteractionComponent, map[string]any{"custom_id": customID, "component_type": 2}, m)
+}
+
 // SubmitModal submits the modal that the bot opened in answer to
 // interaction openedBy, with values keyed by text input custom_id, and
 // dispatches INTERACTION_CREATE (type 5). It returns the new interaction ID.

@@ -296,7 +296,7 @@ func (s *Server) SubmitPayload(viewID, user string, values map[string]string) (j
 	_ = json.Unmarshal(v.Raw, &view)
 	view["id"], view["team_id"], view["app_id"], view["bot_id"] = v.ID, s.opts.TeamID, s.opts.AppID, s.opts.BotID
 	view["state"] = map[string]any{"values": state}
-	view["hash"] = "h" + v.ID
+	view["hash"] = viewHash(v)
 	p := map[string]any{
 		"type": "view_submission", "team": s.teamJSON(), "user": s.userJSON(user), "api_app_id": s.opts.AppID,
 		"token": verificationToken, "trigger_id": s.newTriggerLocked(), "view": view, "response_urls": []any{},

@@ -126,6 +126,7 @@ type Server struct {
 	files   map[string]*File
 	views   map[string]*openedView
 	trigs   map[string]time.Time // trigger_id → issued
+	vtrigs  map[string]string    // trigger_id of a click in a modal → its view
 	faults  map[string][]Fault
 	budget  budget
 	agent   agentState

@@ -181,6 +181,10 @@ type View struct {
 	Raw             json.RawMessage
 	// User is who clicked to get the trigger.
 	User string
+	// Previous is the view this one was pushed onto (views.push), and
+	// Updates how often views.update replaced it.
+	Previous string
+	Updates  int
 }
 
 type openedView struct {

@@ -28,18 +28,36 @@ func (s *Server) viewsOpenLocked(req request, now time.Time) result {
 		return errResult("expired_trigger_id")
 	}
 	delete(s.trigs, in.TriggerID) // one view per trigger
-	var v struct {
-		Type  string `json:"type"`
-		Title struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"title"`
-		CallbackID      string          `json:"callback_id"`
-		PrivateMetadata string          `json:"private_metadata"`
-		Blocks          json.RawMessage `json:"blocks"`
+	v, inputs, errs := checkView(in.View)
+	if len(errs) > 0 {
+		return errResultWith("invalid_arguments", errs)
 	}
-	if err := json.Unmarshal(in.View, &v); err != nil {
-		return errResult("invalid_arguments")
+	id := s.newIDLocked("V")
+	s.views[id] = &openedView{
+		View:   View{ID: id, TriggerID: in.TriggerID, CallbackID: v.CallbackID, PrivateMetadata: v.PrivateMetadata, Raw: in.View},
+		inputs: inputs,
+	}
+	return okResult(map[string]any{"view": s.viewJSONLocked(s.views[id])})
+}
+
+// viewMeta is what the fake keeps of a view's JSON.
+type viewMeta struct {
+	Type  string `json:"type"`
+	Title struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"title"`
+	CallbackID      string          `json:"callback_id"`
+	PrivateMetadata string          `json:"private_metadata"`
+	Blocks          json.RawMessage `json:"blocks"`
+}
+
+// checkView applies Slack's modal limits to a view (views.open, .push and
+// .update) and returns its input blocks.
+func checkView(raw json.RawMessage) (viewMeta, []viewInput, []string) {
+	var v viewMeta
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, nil, []string{"view must be a JSON object: " + err.Error()}
 	}
 	var errs []string
 	if v.Type != "modal" {
@@ -55,24 +73,7 @@ func (s *Server) viewsOpenLocked(req request, now time.Time) result {
 		errs = append(errs, "callback_id must be at most 255 characters")
 	}
 	inputs, berrs := validateViewBlocks(v.Blocks)
-	errs = append(errs, berrs...)
-	if len(errs) > 0 {
-		return errResultWith("invalid_arguments", errs)
-	}
-	id := s.newIDLocked("V")
-	s.views[id] = &openedView{
-		View:   View{ID: id, TriggerID: in.TriggerID, CallbackID: v.CallbackID, PrivateMetadata: v.PrivateMetadata, Raw: in.View},
-		inputs: inputs,
-	}
-	view := map[string]any{}
-	_ = json.Unmarshal(in.View, &view)
-	view["id"] = id
-	view["team_id"] = s.opts.TeamID
-	view["app_id"] = s.opts.AppID
-	view["bot_id"] = s.opts.BotID
-	view["hash"] = "h" + id
-	view["state"] = map[string]any{"values": map[string]any{}}
-	return okResult(map[string]any{"view": view})
+	return v, inputs, append(errs, berrs...)
 }
 
 // Views returns the modals opened so far.

@@ -189,6 +189,10 @@ func (s *Server) dispatchLocked(method string, req request, now time.Time) resul
 		return s.permalinkLocked(req)
 	case "views.open":
 		return s.viewsOpenLocked(req, now)
+	case "views.push":
+		return s.viewsPushLocked(req, now)
+	case "views.update":
+		return s.viewsUpdateLocked(req)
 	case "files.getUploadURLExternal":
 		return s.uploadURLLocked(req)
 	case "files.completeUploadExternal":
