@@ -61,6 +61,10 @@ type Config struct {
 	// UIURL links a workflow in the Temporal UI ("" when there is none);
 	// see chat.UIURL.
 	UIURL func(workflowID string) string
+	// Intro opens the transcript of the first session shown: cmd/dev's
+	// banner (where state lives, the Temporal UI, the log), which cannot
+	// be printed over the full-screen app.
+	Intro string
 	// Options are extra Bubble Tea options (tests give a window size).
 	Options []tea.ProgramOption
 }

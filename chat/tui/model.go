@@ -135,6 +135,11 @@ func newModel(cfg Config, act actions) *model {
 		md:      newMarkdown(),
 		tick:    tea.Tick,
 	}
+	if intro := strings.TrimRight(cfg.Intro, "\n"); intro != "" {
+		t := m.cur()
+		t.items = append(t.items, &item{kind: "intro", text: intro})
+		t.dirty = true
+	}
 	m.layout()
 	return m
 }

@@ -341,3 +341,17 @@ func TestInputHistoryAndCompletion(t *testing.T) {
 		t.Errorf("messages = %q", r.messages)
 	}
 }
+
+// cmd/dev's banner opens the transcript instead of being printed under
+// the full-screen app.
+func TestIntroOpensTheTranscript(t *testing.T) {
+	r := &recorder{}
+	m := newModel(Config{Intro: "sandbot dev\n  temporal: 127.0.0.1:7233\n  log: /tmp/x.log\n", UIURL: func(string) string { return "" }}, r.acts())
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	s := screen(m)
+	for _, want := range []string{"sandbot dev", "temporal: 127.0.0.1:7233", "log: /tmp/x.log"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("screen lacks %q:\n%s", want, s)
+		}
+	}
+}

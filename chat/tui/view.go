@@ -74,6 +74,8 @@ func (m *model) renderItem(it *item, w int) string {
 		return styleUser.Render("you ›") + " " + wrap(safe(it.text), w-6)
 	case "notice":
 		return styleDim.Render(wrap("· "+safe(it.text), w))
+	case "intro":
+		return styleDim.Render(wrap(safe(it.text), w))
 	case "text":
 		return m.md.render(it.text, w)
 	}

@@ -178,8 +178,12 @@ func (b *Bot) ConsoleUser() chat.User {
 // full-screen app when both are terminals, the line mode otherwise (pipes,
 // scripts and tests read and write plain lines).
 func (b *Bot) RunConsole(ctx context.Context, in io.Reader, out io.Writer) error {
+	return b.runConsole(ctx, in, out, "")
+}
+
+func (b *Bot) runConsole(ctx context.Context, in io.Reader, out io.Writer, intro string) error {
 	if IsTerminal(in) && IsTerminal(out) {
-		return b.RunTUI(ctx, in, out)
+		return b.runTUI(ctx, in, out, intro)
 	}
 	a, err := console.New(console.Config{In: in, Out: out, User: b.ConsoleUser()}, b.log)
 	if err == nil {
@@ -214,8 +218,12 @@ func IsTerminal(f any) bool {
 
 // RunTUI runs the full-screen terminal front end on in/out.
 func (b *Bot) RunTUI(ctx context.Context, in io.Reader, out io.Writer) error {
+	return b.runTUI(ctx, in, out, "")
+}
+
+func (b *Bot) runTUI(ctx context.Context, in io.Reader, out io.Writer, intro string) error {
 	a, err := tui.New(tui.Config{
-		In: in, Out: out, User: b.ConsoleUser(), Sessions: b.sessions,
+		In: in, Out: out, User: b.ConsoleUser(), Sessions: b.sessions, Intro: intro,
 		Backends: b.cfg.Backends(), Model: b.cfg.Model.Name,
 		UIURL: func(id string) string { return chat.UIURL(b.cfg.Temporal.WebURL, b.cfg.Temporal.Namespace, id) },
 	}, b.log)
@@ -229,13 +237,15 @@ func (b *Bot) RunTUI(ctx context.Context, in io.Reader, out io.Writer) error {
 }
 
 // RunDev runs the terminal front end together with every enabled chat
-// platform; it returns when the terminal session ends.
-func (b *Bot) RunDev(ctx context.Context, in io.Reader, out io.Writer) error {
+// platform; it returns when the terminal session ends. intro is what the
+// full-screen app shows first (cmd/dev's banner: it cannot be printed
+// over the app); line mode ignores it, its caller has printed it.
+func (b *Bot) RunDev(ctx context.Context, in io.Reader, out io.Writer, intro string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rs := append(b.runners(), runner{name: "console", run: func(ctx context.Context) error {
 		defer cancel()
-		return b.RunConsole(ctx, in, out)
+		return b.runConsole(ctx, in, out, intro)
 	}})
 	return runAll(ctx, rs)
 }

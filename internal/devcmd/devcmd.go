@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -62,11 +63,18 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return fmt.Errorf("log file: %w", err)
 	}
 	log := logging.New(logFile, cfg.LogLevel)
+	// What cmd/dev has to say before the front end starts (where its state
+	// lives, the UI link, warnings) goes out now in line mode. The
+	// full-screen app owns the terminal from its first frame, so there the
+	// same text opens the transcript and is printed again after the app
+	// exits, where it stays in the scrollback.
+	fullScreen := botapp.IsTerminal(stdin) && botapp.IsTerminal(stdout)
+	var warn, banner strings.Builder
 	if info, err := os.Stat(cfg.Dev.DataDir); err == nil && info.Mode().Perm()&0o077 != 0 {
 		// An existing directory is not changed behind the operator's
 		// back (SANDBOT_DEV_DATA_DIR may name a shared one); its files are
 		// private anyway, but its listing is not.
-		fmt.Fprintf(stderr, "warning: the data directory %s is open to other users (mode %#o); run chmod 700 %s\n", cfg.Dev.DataDir, info.Mode().Perm(), cfg.Dev.DataDir)
+		fmt.Fprintf(&warn, "warning: the data directory %s is open to other users (mode %#o); run chmod 700 %s\n", cfg.Dev.DataDir, info.Mode().Perm(), cfg.Dev.DataDir)
 		log.Warn("data directory is open to other users", "dir", cfg.Dev.DataDir, "mode", fmt.Sprintf("%#o", info.Mode().Perm()))
 	}
 
@@ -90,11 +98,11 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	cfg.Sandbox.SingleHost = true
 	// /status links to the embedded UI, or to nothing when it is off.
 	cfg.Temporal.WebURL = srv.UIURL()
-	fmt.Fprintf(stdout, "sandbot dev\n  temporal: %s (namespace %s), state in %s\n", srv.HostPort(), srv.Namespace(), dbPath)
+	fmt.Fprintf(&banner, "sandbot dev\n  temporal: %s (namespace %s), state in %s\n", srv.HostPort(), srv.Namespace(), dbPath)
 	if u := srv.UIURL(); u != "" {
-		fmt.Fprintf(stdout, "  temporal ui: %s\n", u)
+		fmt.Fprintf(&banner, "  temporal ui: %s\n", u)
 	}
-	fmt.Fprintf(stdout, "  model: %s at %s\n  workspaces: %s\n  snapshots: %s\n  log: %s\n",
+	fmt.Fprintf(&banner, "  model: %s at %s\n  workspaces: %s\n  snapshots: %s\n  log: %s\n",
 		cfg.Model.Name, agent.RedactURL(cfg.Model.BaseURL), cfg.Sandbox.LocalRoot, cfg.Sandbox.SnapshotURL, logPath)
 
 	c, err := srv.NewClient(ctx, client.Options{Logger: logging.Temporal(log.With("component", "temporal"))})
@@ -107,14 +115,25 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return err
 	}
 	defer w.Stop()
-	fmt.Fprint(stdout, "  "+w.Describe())
+	banner.WriteString("  " + w.Describe())
 
 	bot, err := botapp.New(ctx, c, cfg, botapp.Options{}, log)
 	if err != nil {
 		return err
 	}
 	defer bot.Close()
-	err = bot.RunDev(ctx, stdin, stdout)
+	intro := ""
+	if fullScreen {
+		intro = banner.String() + warn.String()
+	} else {
+		fmt.Fprint(stderr, warn.String())
+		fmt.Fprint(stdout, banner.String())
+	}
+	err = bot.RunDev(ctx, stdin, stdout, intro)
+	if fullScreen {
+		fmt.Fprint(stdout, banner.String())
+		fmt.Fprint(stderr, warn.String())
+	}
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
