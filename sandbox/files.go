@@ -538,8 +538,9 @@ func (e execFiles) create(ctx context.Context, name string, r io.Reader, _ int64
 
 func (e execFiles) read(ctx context.Context, rel string, max int64) ([]byte, error) {
 	p := ShellQuote(rel)
-	script := `p=` + p + `; r=$(realpath -e -- "$p" 2>/dev/null) || { echo missing; exit 0; }; w=$(pwd -P)
+	script := `p=` + p + `; r=$(realpath -m -- "$p" 2>/dev/null) || { echo missing; exit 0; }; w=$(pwd -P)
 case "$r" in "$w"/*) ;; *) echo outside; exit 0;; esac
+[ -e "$r" ] || { echo missing; exit 0; }
 [ -d "$r" ] && { echo dir; exit 0; }; [ -f "$r" ] || { echo special; exit 0; }
 s=$(stat -c %s -- "$r"); [ "$s" -le ` + strconv.FormatInt(max, 10) + ` ] || { echo "big $s"; exit 0; }
 echo ok; base64 -w0 -- "$r"`
