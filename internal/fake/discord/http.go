@@ -96,6 +96,7 @@ func (s *Server) routes() http.Handler {
 	hook(RouteWebhookDelete, s.handleWebhookDelete)
 
 	mux.HandleFunc("GET /gw", s.gw.serveWS)
+	mux.HandleFunc("GET /attachments/{channel}/{id}/{name}", s.serveAttachment)
 	mux.HandleFunc("GET /gw/", s.gw.serveWS)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()

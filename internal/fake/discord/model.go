@@ -129,6 +129,10 @@ type Attachment struct {
 	Filename    string
 	ContentType string
 	Data        []byte
+	// URL, when set, is the attachment's url and proxy_url on the wire
+	// (a user's attachment the fake serves, see UserMessageWithFiles);
+	// otherwise they name Discord's CDN.
+	URL string
 }
 
 // Message is a stored message.
@@ -209,6 +213,9 @@ func (m *Message) wire() map[string]any {
 		atts[i] = map[string]any{"id": a.ID, "filename": a.Filename, "size": len(a.Data), "content_type": a.ContentType,
 			"url":       "https://cdn.discordapp.com/attachments/" + m.ChannelID + "/" + a.ID + "/" + a.Filename,
 			"proxy_url": "https://media.discordapp.net/attachments/" + m.ChannelID + "/" + a.ID + "/" + a.Filename}
+		if a.URL != "" {
+			atts[i].(map[string]any)["url"], atts[i].(map[string]any)["proxy_url"] = a.URL, a.URL
+		}
 	}
 	w["attachments"] = atts
 	if len(m.Reactions) > 0 {

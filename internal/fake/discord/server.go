@@ -114,6 +114,7 @@ type Server struct {
 	guilds    map[string]*Guild
 	channels  map[string]*Channel
 	messages  map[string]*Message
+	downloads int      // user attachments served (files.go)
 	order     []string // message IDs in creation order
 	inters    map[string]*Interaction
 	byToken   map[string]*Interaction

@@ -2,6 +2,7 @@ package fakeopenai
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -40,6 +41,18 @@ type ChatMessage struct {
 	Name       string         `json:"name,omitempty"`
 	ToolCalls  []WireToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string         `json:"tool_call_id,omitempty"`
+	// Images are the message's image_url parts, in order, with data: URLs
+	// decoded (as a vision model reads them).
+	Images []ImagePart `json:"-"`
+}
+
+// ImagePart is an image_url content part.
+type ImagePart struct {
+	URL    string
+	Detail string
+	// MimeType and Data are a data: URL's type and decoded bytes.
+	MimeType string
+	Data     []byte
 }
 
 // UnmarshalJSON accepts string, null and content-part-array content.
@@ -62,16 +75,32 @@ func (m *ChatMessage) UnmarshalJSON(b []byte) error {
 		return json.Unmarshal(c, &m.Content)
 	case c[0] == '[':
 		var parts []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			ImageURL *struct {
+				URL    string `json:"url"`
+				Detail string `json:"detail"`
+			} `json:"image_url"`
 		}
 		if err := json.Unmarshal(c, &parts); err != nil {
 			return fmt.Errorf("content parts: %w", err)
 		}
 		var sb strings.Builder
-		for _, p := range parts {
-			if p.Type == "text" {
+		for i, p := range parts {
+			switch p.Type {
+			case "text":
 				sb.WriteString(p.Text)
+			case "image_url":
+				img, err := imagePart(p.ImageURL)
+				if err != nil {
+					return fmt.Errorf("content part %d: %w", i, err)
+				}
+				if m.Role != "user" {
+					return fmt.Errorf("content part %d: image_url parts are only allowed in user messages", i)
+				}
+				m.Images = append(m.Images, img)
+			default:
+				return fmt.Errorf("content part %d: unknown type %q", i, p.Type)
 			}
 		}
 		m.Content = sb.String()
@@ -173,4 +202,36 @@ type errorDetail struct {
 	Type    string  `json:"type"`
 	Param   *string `json:"param"`
 	Code    *string `json:"code"`
+}
+
+// imagePart checks an image_url part as OpenAI does: a URL is required,
+// and a data: URL must be base64 of an image type.
+func imagePart(u *struct {
+	URL    string `json:"url"`
+	Detail string `json:"detail"`
+}) (ImagePart, error) {
+	if u == nil || u.URL == "" {
+		return ImagePart{}, fmt.Errorf("image_url.url is required")
+	}
+	switch u.Detail {
+	case "", "auto", "low", "high":
+	default:
+		return ImagePart{}, fmt.Errorf("image_url.detail %q is not auto, low or high", u.Detail)
+	}
+	img := ImagePart{URL: u.URL, Detail: u.Detail}
+	rest, ok := strings.CutPrefix(u.URL, "data:")
+	if !ok {
+		return img, nil
+	}
+	meta, data, ok := strings.Cut(rest, ",")
+	mt, isB64 := strings.CutSuffix(meta, ";base64")
+	if !ok || !isB64 || !strings.HasPrefix(mt, "image/") {
+		return ImagePart{}, fmt.Errorf("invalid image data URL: want data:image/<type>;base64,<data>")
+	}
+	b, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return ImagePart{}, fmt.Errorf("invalid image data URL: %w", err)
+	}
+	img.MimeType, img.Data = mt, b
+	return img, nil
 }

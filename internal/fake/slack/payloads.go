@@ -27,6 +27,9 @@ type UserMessage struct {
 	// BotID and SubType make this a bot's message ("bot_message").
 	BotID   string
 	SubType string
+	// Files are attached to the message (the events carry them with a
+	// url_private_download the fake serves).
+	Files []UserFile
 }
 
 // Said is a message as recorded by Say, with the Events API payloads Slack
@@ -68,6 +71,7 @@ func (s *Server) Say(m UserMessage) Said {
 	})
 	var out Said
 	out.Message = m
+	files := s.sayFilesLocked(m)
 	if m.ChannelType != "im" && strings.Contains(m.Text, s.Mention()) {
 		ev := map[string]any{
 			"type": "app_mention", "user": m.User, "text": m.Text, "ts": m.TS, "channel": m.Channel,
@@ -81,6 +85,9 @@ func (s *Server) Say(m UserMessage) Said {
 		}
 		if m.BotID != "" {
 			ev["bot_id"] = m.BotID
+		}
+		if files != nil {
+			ev["files"] = files
 		}
 		id, p := s.eventCallbackLocked(ev)
 		out.EventIDs, out.Payloads = append(out.EventIDs, id), append(out.Payloads, p)
@@ -103,6 +110,12 @@ func (s *Server) Say(m UserMessage) Said {
 	}
 	if m.SubType != "" {
 		ev["subtype"] = m.SubType
+	}
+	if files != nil {
+		ev["files"], ev["upload"] = files, true
+		if m.SubType == "" {
+			ev["subtype"] = "file_share"
+		}
 	}
 	id, p := s.eventCallbackLocked(ev)
 	out.EventIDs, out.Payloads = append(out.EventIDs, id), append(out.Payloads, p)

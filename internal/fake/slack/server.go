@@ -74,6 +74,9 @@ type Options struct {
 	// user_not_found for anyone else. Payloads naming a known user carry
 	// its Name as the username.
 	Users []User
+	// NoFilesRead makes the bot token lack files:read: url_private_download
+	// answers with a sign-in page, as Slack does.
+	NoFilesRead bool
 }
 
 // DefaultUpdateBurst is the per-message burst of chat.update the fake
@@ -159,6 +162,7 @@ func New(opts Options) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/{method}", s.serveAPI)
 	mux.HandleFunc("/upload/{file}", s.serveUpload)
+	mux.HandleFunc("GET /files-pri/{file}/download/{name}", s.serveDownload)
 	mux.HandleFunc("/link", s.serveSocket)
 	mux.HandleFunc("/response/{id}", s.serveResponseURL)
 	s.srv = httptest.NewServer(mux)

@@ -170,6 +170,10 @@ type File struct {
 	ThreadTS string
 	Comment  string
 	Shared   bool
+	// User and MimeType are set for files users attached to messages
+	// (UserMessage.Files), which url_private_download serves.
+	User     string
+	MimeType string
 }
 
 // View is a modal opened with views.open.
