@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sandbot/sandbot/config"
+	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 	"github.com/sandbot/sandbot/session"
@@ -158,5 +159,71 @@ func TestSlackAttachmentURLElsewhereIsRefused(t *testing.T) {
 	}
 	if _, ok := workspaceFile(t, e.s, th, "attachments/frontend.bin"); ok {
 		t.Fatal("the refused file is in the workspace")
+	}
+}
+
+// TestDiscordFilesInAndOut: a mention with a file and an image in Discord.
+// The worker downloads them from the CDN (no credential), the model is
+// told the paths and gets the image as an image part, and the file the
+// model shares arrives in the session thread as a message with an
+// attachment, once; a directory cannot be shared.
+func TestDiscordFilesInAndOut(t *testing.T) {
+	e := newDiscordEnv(t, discordOptions{stack: []stackOption{slackNoApprovals}})
+	filesWorker(e.s)
+	e.s.model.Push(
+		fakeopenai.ToolCallStep("c1", "shell", shell("mkdir -p out && cp attachments/data.csv out/report.csv")),
+		fakeopenai.ToolCallStep("c2", session.ShareFileToolName, `{"path":"out"}`),
+		fakeopenai.ToolCallStep("c3", session.ShareFileToolName, `{"path":"out/report.csv"}`),
+		fakeopenai.FinalStep("Here is the report."),
+	)
+	m, err := e.f.UserMessageWithFiles(e.channel, discordAlice, "<@"+e.f.AppID()+"> make a report", []fakediscord.UserFile{
+		{Name: "data.csv", ContentType: "text/csv", Data: []byte("a,b\n1,2\n")},
+		{Name: "shot.png", ContentType: "image/png", Data: pngBytes},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := e.thread(m.ID)
+	e.waitDone(th, 1)
+
+	var user fakeopenai.ChatMessage
+	for _, msg := range e.s.model.Requests()[0].Body.Messages {
+		if msg.Role == "user" {
+			user = msg
+		}
+	}
+	if !strings.Contains(user.Content, "Attached: attachments/data.csv (text/csv, 8 B)") || !strings.Contains(user.Content, "Attached: attachments/shot.png (image/png") ||
+		strings.Contains(user.Content, "http") {
+		t.Fatalf("the model's user message:\n%s", user.Content)
+	}
+	if len(user.Images) != 1 || !bytes.Equal(user.Images[0].Data, pngBytes) {
+		t.Fatalf("images: %+v", user.Images)
+	}
+	if e.f.Downloads() != 2 {
+		t.Fatalf("%d downloads from the CDN, want 2", e.f.Downloads())
+	}
+	var shared []fakediscord.Message
+	e.wait("the shared file in the thread", func() bool {
+		shared = nil
+		for _, bm := range e.botMessages(th.Thread) {
+			for _, a := range bm.Attachments {
+				if a.Filename == "report.csv" {
+					shared = append(shared, bm)
+				}
+			}
+		}
+		return len(shared) > 0
+	})
+	if len(shared) != 1 || string(shared[0].Attachments[0].Data) != "a,b\n1,2\n" || !strings.Contains(shared[0].Content, "out/report.csv") {
+		t.Fatalf("shared messages: %+v", shared)
+	}
+	var dirResult string
+	for _, msg := range e.s.model.Requests()[2].Body.Messages {
+		if msg.Role == "tool" && msg.ToolCallID == "c2" {
+			dirResult = msg.Content
+		}
+	}
+	if !strings.Contains(dirResult, "is a directory") {
+		t.Fatalf("share_file of a directory answered %q", dirResult)
 	}
 }
