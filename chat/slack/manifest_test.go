@@ -17,6 +17,7 @@ var (
 		"chat:write",        // chat.postMessage, chat.update, chat.postEphemeral
 		"commands",          // the slash command and the message shortcut
 		"files:write",       // files.getUploadURLExternal, files.completeUploadExternal
+		"files:read",        // url_private_download of attached files (the worker)
 		"groups:history",    // message.groups, conversations.replies in private channels
 		"im:history",        // message.im
 		"mpim:history",      // message.mpim
