@@ -353,7 +353,12 @@ func (a *Activities) workspaceFiles(b Backend, h Handle) (workspaceFiles, error)
 
 // fileRefused is an error the model reads as the tool's answer.
 func fileRefused(format string, args ...any) error {
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrTypeFileRefused, nil)
+	return FileRefusedError(fmt.Sprintf(format, args...))
+}
+
+// FileRefusedError is ReadFile's refusal, with msg for the model.
+func FileRefusedError(msg string) error {
+	return temporal.NewNonRetryableApplicationError(msg, ErrTypeFileRefused, nil)
 }
 
 // errFileTooLarge reports the size of a file over its read limit.
