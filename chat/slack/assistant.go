@@ -96,6 +96,12 @@ type threadSignals struct {
 	tries      int       // failed attempts at the current wish
 	running    bool      // a sender goroutine owns the thread
 	kick       chan struct{}
+	// sending is true while a status call is out; posted then notes that
+	// the bot posted meanwhile, so the status may be cleared already.
+	sending, postedMeanwhile bool
+	// agentSending and agentStale do the same for the session: a native
+	// stop while its call is out asks for it to be sent again.
+	agentSending, agentStale bool
 }
 
 // signals sends the native signals of every thread. Safe for concurrent
@@ -114,6 +120,10 @@ type signals struct {
 	// + workflow ID).
 	offThreads *lru.Cache[string, struct{}]
 	warned     bool // the stop-subscription warning was logged
+	// senders counts running sender goroutines; quiet is closed and
+	// replaced whenever it drops to zero (for Wait).
+	senders int
+	quiet   chan struct{}
 }
 
 func newSignals(a *Adapter) *signals {
@@ -123,6 +133,52 @@ func newSignals(a *Adapter) *signals {
 		agent:      newUpdateBudget(signalsPerMinute, budgetWindow),
 		threads:    map[string]*threadSignals{},
 		offThreads: lru.New[string, struct{}](10000),
+		quiet:      make(chan struct{}),
+	}
+}
+
+// wait blocks until no sender runs, or ctx ends. Tests use it to see
+// what the signals did without sleeping.
+func (s *signals) wait(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		n, ch := s.senders, s.quiet
+		s.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// doneLocked is a sender ending.
+func (s *signals) doneLocked(t *threadSignals) {
+	t.running = false
+	s.untrackLocked()
+}
+
+// track counts a background sender (also the streams'), for wait.
+func (s *signals) track() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.senders++
+}
+
+// untrack is a sender counted by track ending.
+func (s *signals) untrack() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.untrackLocked()
+}
+
+func (s *signals) untrackLocked() {
+	if s.senders--; s.senders == 0 {
+		close(s.quiet)
+		s.quiet = make(chan struct{})
 	}
 }
 
@@ -184,7 +240,12 @@ func (s *signals) wish(th chat.Thread, w wish) {
 func (s *signals) posted(th chat.Thread) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t := s.threads[th.ID()]; t != nil && t.sent.status != "" {
+	t := s.threads[th.ID()]
+	if t == nil {
+		return
+	}
+	t.postedMeanwhile = t.sending
+	if t.sent.status != "" || t.sending {
 		t.sent.status = ""
 		s.startLocked(t)
 	}
@@ -203,6 +264,7 @@ func (s *signals) stopped(th chat.Thread) {
 		s.threads[th.ID()] = t
 	}
 	t.sent.agent, t.tries = "", 0
+	t.agentStale = t.agentSending
 	s.startLocked(t)
 }
 
@@ -223,6 +285,7 @@ func (s *signals) startLocked(t *threadSignals) {
 		return
 	}
 	t.running = true
+	s.senders++
 	go s.run(t)
 }
 
@@ -234,7 +297,7 @@ func (s *signals) run(t *threadSignals) {
 		s.mu.Lock()
 		send, wait := s.nextLocked(t, time.Now())
 		if send == nil && wait <= 0 {
-			t.running = false
+			s.doneLocked(t)
 			if t.want == t.sent && t.want.agent != agentProcessing {
 				delete(s.threads, t.th.ID())
 			}
@@ -255,7 +318,7 @@ func (s *signals) run(t *threadSignals) {
 		timer.Stop()
 		if ctx.Err() != nil {
 			s.mu.Lock()
-			t.running = false
+			s.doneLocked(t)
 			s.mu.Unlock()
 			return
 		}
@@ -295,14 +358,23 @@ func (s *signals) sendStatus(ctx context.Context, t *threadSignals, v string) {
 	if err := s.status.acquire(ctx); err != nil {
 		return
 	}
+	s.mu.Lock()
+	t.sending, t.postedMeanwhile = true, false
+	s.mu.Unlock()
 	err := s.a.api.SetAssistantThreadsStatusContext(ctx, slackgo.AssistantThreadsSetStatusParameters{
 		ChannelID: t.th.Channel, ThreadTS: t.th.Thread, Status: v,
 	})
 	metrics.ChatCall(Platform, "assistant.threads.setStatus", err != nil)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	t.sending = false
 	if err == nil {
 		t.sent.status, t.statusAt, t.tries = v, time.Now(), 0
+		if t.postedMeanwhile {
+			// The bot posted while the status was on its way: Slack may
+			// have shown it and cleared it. Send it again.
+			t.sent.status = ""
+		}
 		return
 	}
 	s.refusedLocked(ctx, t, "status", "assistant.threads.setStatus", err, s.status)
@@ -314,6 +386,7 @@ func (s *signals) sendAgent(ctx context.Context, t *threadSignals, v string) {
 	}
 	s.mu.Lock()
 	initiator := t.initiator
+	t.agentSending, t.agentStale = true, false
 	s.mu.Unlock()
 	res, err := s.a.api.SetAgentSessionStatusContext(ctx, slackgo.AgentSessionSetStatusParameters{
 		Status: v, ChannelID: t.th.Channel, ThreadTS: t.th.Thread, InitiatorUserID: initiator,
@@ -321,8 +394,12 @@ func (s *signals) sendAgent(ctx context.Context, t *threadSignals, v string) {
 	metrics.ChatCall(Platform, "agents.sessions.setStatus", err != nil)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	t.agentSending = false
 	if err == nil {
 		t.sent.agent, t.tries = v, 0
+		if t.agentStale {
+			t.sent.agent = ""
+		}
 		if res != nil && strings.Contains(res.Warning, missingStopSubscription) && !s.warned {
 			s.warned = true
 			s.a.log.Info("slack: agent sessions work, but the app does not subscribe to agent_session_stopped, so Slack's stop button does nothing; add the event (see deploy/slack-app-manifest.yaml)")

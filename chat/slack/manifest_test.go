@@ -23,8 +23,10 @@ var (
 		"mpim:history",      // message.mpim
 		"users:read",        // users.info: display names
 		"reactions:write",   // reactions.add, reactions.remove
+		"assistant:write",   // agents.sessions.setStatus (assistant.go); assistant.threads.setStatus needs only chat:write
 	}
-	usedEvents = []string{"app_mention", "message.channels", "message.groups", "message.im", "message.mpim"}
+	usedEvents = []string{"app_mention", "message.channels", "message.groups", "message.im", "message.mpim",
+		"agent_session_stopped"} // the native stop button (assistant.go)
 )
 
 func TestManifestMatchesAdapter(t *testing.T) {
@@ -45,6 +47,9 @@ func TestManifestMatchesAdapter(t *testing.T) {
 			SlashCommands []struct {
 				Command string `yaml:"command"`
 			} `yaml:"slash_commands"`
+			AgentView struct {
+				Description string `yaml:"agent_description"`
+			} `yaml:"agent_view"`
 		} `yaml:"features"`
 		OAuth struct {
 			Scopes struct {
@@ -80,6 +85,9 @@ func TestManifestMatchesAdapter(t *testing.T) {
 	}
 	if !m.Settings.Interactivity.Enabled || !m.Settings.SocketMode {
 		t.Error("interactivity and Socket Mode (the default mode) must be enabled")
+	}
+	if m.Features.AgentView.Description == "" {
+		t.Error("the app must be declared an agent (features.agent_view): only agents get sessions with Slack's native stop button")
 	}
 	if !m.Features.AppHome.MessagesTab || m.Features.AppHome.ReadOnly {
 		t.Error("the Messages tab must be open for DMs to reach the bot")

@@ -109,12 +109,14 @@ func (s *streams) observe(th chat.Thread, ts session.TurnState) {
 	st.last = tasks(ts)
 	if !st.running && !st.dead {
 		st.running, st.idle = true, make(chan struct{})
+		s.a.signals.track()
 		go s.run(st)
 	}
 }
 
 // run sends the turn's task changes until none is left.
 func (s *streams) run(st *turnStream) {
+	defer s.a.signals.untrack()
 	ctx := s.a.runContext()
 	for {
 		s.mu.Lock()
