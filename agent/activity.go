@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -290,6 +291,26 @@ func (a *Activities) once(ctx context.Context, req openai.ChatCompletionRequest)
 	for _, tc := range ch.Message.ToolCalls {
 		out.ToolCalls = append(out.ToolCalls, session.ToolCall{ID: orNewID(tc.ID), Name: clean(tc.Function.Name), Arguments: clean(tc.Function.Arguments)})
 	}
+	return bounded(out)
+}
+
+// MaxAnswerBytes bounds a model answer, JSON-encoded as the activity's
+// result (content, tool calls and all). The workflow records the answer in
+// its history, where Temporal refuses any payload over 2 MB: an answer that
+// large (a model looping inside one tool call's arguments) would fail every
+// attempt to complete the activity. A valid shell call is at most
+// MaxShellCommands × MaxShellCommandBytes (320 KiB).
+const MaxAnswerBytes = 1 << 20
+
+// bounded refuses an answer the workflow could not record.
+func bounded(out ModelResponse) (ModelResponse, error) {
+	b, err := json.Marshal(out)
+	if err != nil {
+		return ModelResponse{}, &badResponseError{"the answer cannot be encoded: " + err.Error()}
+	}
+	if len(b) > MaxAnswerBytes {
+		return ModelResponse{}, &badResponseError{fmt.Sprintf("the answer is %d bytes, over the %d a session records (a runaway answer or tool call)", len(b), MaxAnswerBytes)}
+	}
 	return out, nil
 }
 
@@ -317,6 +338,10 @@ func (a *Activities) stream(ctx context.Context, req openai.ChatCompletionReques
 			return ModelResponse{}, fmt.Errorf("stream: %w", err)
 		}
 		acc.add(chunk)
+		if acc.bytes > MaxAnswerBytes {
+			// Stop reading a runaway stream: bounded would refuse it anyway.
+			return ModelResponse{}, &badResponseError{fmt.Sprintf("the streamed answer passed %d bytes, the most a session records (a runaway answer or tool call)", MaxAnswerBytes)}
+		}
 		if inActivity {
 			activity.RecordHeartbeat(ctx, streamProgress{Chunks: acc.chunks, Bytes: acc.bytes})
 		}
@@ -404,7 +429,7 @@ func (s *streamAccumulator) result() (ModelResponse, error) {
 	for _, tc := range s.calls {
 		out.ToolCalls = append(out.ToolCalls, session.ToolCall{ID: orNewID(tc.ID), Name: clean(tc.Name), Arguments: clean(tc.Arguments)})
 	}
-	return out, nil
+	return bounded(out)
 }
 
 // badResponseError is a 2xx answer the activity cannot use.
