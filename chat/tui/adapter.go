@@ -32,16 +32,22 @@ import (
 	"github.com/sandbot/sandbot/session"
 )
 
+// HistoryEntries is how much of a session's earlier transcript is shown
+// when it is opened: the visible messages of its last few hundred turns.
+const HistoryEntries = 2000
+
 // MaxMessageBytes is the longest message the session takes; a longer
 // paste or input is refused with a clear error instead of being cut.
 const MaxMessageBytes = 64 << 10
 
 // Sessions is what the screen reads directly, beside the core: the turn
 // state that draws tool calls, and the list and details of sessions for
-// the picker. chat.Sessions implements it.
+// the picker, and a session's earlier transcript when it is opened.
+// chat.Sessions implements it.
 type Sessions interface {
 	TurnState(ctx context.Context, id string) (session.TurnState, error)
 	Info(ctx context.Context, id string) (session.Info, error)
+	History(ctx context.Context, id string, req session.HistoryRequest) ([]session.HistoryEntry, error)
 	List(ctx context.Context, f chat.ListFilter) ([]chat.SessionSummary, error)
 }
 
@@ -162,6 +168,18 @@ func (a *Adapter) actions(ctx context.Context, core chat.Handler) actions {
 			rows, err := a.listSessions(ctx)
 			a.send(sessionsMsg{rows: rows, err: err})
 		},
+		history: func(th chat.Thread) {
+			h, err := a.cfg.Sessions.History(ctx, th.ID(), session.HistoryRequest{Last: HistoryEntries})
+			if err != nil {
+				// A session that has not started yet has no history; any
+				// other failure is said, and the session still opens.
+				a.log.Debug("tui: history", "thread_id", th.ID(), "err", err)
+				if !isNotFound(err) {
+					a.send(noticeMsg{th: th, text: "Could not read the earlier transcript: " + chat.UserMessage(err)})
+				}
+			}
+			a.send(historyMsg{th: th, entries: h})
+		},
 		turn: func(th chat.Thread) {
 			ts, err := a.cfg.Sessions.TurnState(ctx, th.ID())
 			if err == nil {
@@ -198,6 +216,10 @@ func (a *Adapter) card(ctx context.Context, th chat.Thread, ref string, c chat.C
 	}
 	a.send(msg)
 }
+
+// isNotFound reports whether err says the session does not exist (yet):
+// a name nobody has sent a message to.
+func isNotFound(err error) bool { return errors.Is(err, chat.ErrNoSession) }
 
 // isTurnCard tells a turn's progress card (it has a Stop or approval
 // button, or the turn footer) from a command's reply card.

@@ -192,7 +192,7 @@ func (m *model) switchTo(name string) tea.Cmd {
 	m.mode, m.follow = modeChat, true
 	m.cur().dirty = true
 	th := m.current
-	return tea.Batch(m.run(func() { m.act.turn(th) }), m.keepTicking())
+	return tea.Batch(m.run(func() { m.act.turn(th) }), m.loadHistory(), m.keepTicking())
 }
 
 func (m *model) decide(id string, p *pendingView, reason string) tea.Cmd {

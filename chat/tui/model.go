@@ -57,6 +57,8 @@ type thread struct {
 	ts    *session.TurnState // latest turn seen
 	card  *chat.Card         // latest turn card (approval value, approvers)
 	dirty bool
+	// loaded is set once the earlier transcript has been asked for.
+	loaded bool
 }
 
 // model is the Bubble Tea model: all screen state, touched only by Update.
@@ -145,7 +147,20 @@ func newModel(cfg Config, act actions) *model {
 }
 
 func (m *model) Init() tea.Cmd {
-	return m.run(func() { m.act.turn(m.current) })
+	return tea.Batch(m.run(func() { m.act.turn(m.current) }), m.loadHistory())
+}
+
+// loadHistory asks once for the earlier transcript of the current
+// session, so its scrollback starts where the session did, not where this
+// run of the app did.
+func (m *model) loadHistory() tea.Cmd {
+	t := m.cur()
+	if t.loaded {
+		return nil
+	}
+	t.loaded = true
+	th := t.th
+	return m.run(func() { m.act.history(th) })
 }
 
 // steadyCursor turns the input's cursor blink off. A blinking cursor is a
@@ -213,6 +228,9 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		t := m.thread(th)
 		t.items = append(t.items, &item{kind: "notice", text: msg.text})
 		t.dirty = true
+		return m, nil
+	case historyMsg:
+		m.thread(msg.th).prepend(historyItems(msg.entries))
 		return m, nil
 	case turnMsg:
 		t := m.thread(msg.th)

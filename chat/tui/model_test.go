@@ -19,6 +19,8 @@ type recorder struct {
 	messages []string
 	actions  []string
 	ticks    []time.Duration
+	// histories are the sessions whose earlier transcript was asked for.
+	histories []string
 }
 
 func (r *recorder) acts() actions {
@@ -33,8 +35,13 @@ func (r *recorder) acts() actions {
 			defer r.mu.Unlock()
 			r.actions = append(r.actions, id+" "+value+" "+reason)
 		},
-		list: func() {},
-		turn: func(chat.Thread) {},
+		list:    func() {},
+		turn:    func(chat.Thread) {},
+		history: func(th chat.Thread) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.histories = append(r.histories, th.Thread)
+		},
 	}
 }
 
@@ -90,6 +97,8 @@ func press(m *model, keys ...string) {
 			msg = tea.KeyPressMsg{Code: tea.KeyTab}
 		case "ctrl+s":
 			msg = tea.KeyPressMsg{Code: 's', Mod: tea.ModCtrl}
+		case "ctrl+r":
+			msg = tea.KeyPressMsg{Code: 'r', Mod: tea.ModCtrl}
 		default:
 			r := []rune(k)
 			msg = tea.KeyPressMsg{Code: r[0], Text: k}
@@ -353,5 +362,35 @@ func TestIntroOpensTheTranscript(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("screen lacks %q:\n%s", want, s)
 		}
+	}
+}
+
+// Ctrl-R searches earlier input, newest first; Ctrl-R again goes older,
+// Enter takes the match into the input without sending it, Esc leaves it.
+func TestCtrlRSearchesHistory(t *testing.T) {
+	m, r := newTestModel(t)
+	for _, l := range []string{"build the app", "run the tests", "build the docs"} {
+		typeText(m, l)
+		press(m, "enter")
+	}
+	press(m, "ctrl+r")
+	typeText(m, "build")
+	if got := m.input.Value(); got != "build the docs" {
+		t.Errorf("first match = %q", got)
+	}
+	if s := screen(m); !strings.Contains(s, "(history search) build: build the docs") {
+		t.Errorf("search line missing:\n%s", s)
+	}
+	press(m, "ctrl+r")
+	if got := m.input.Value(); got != "build the app" {
+		t.Errorf("older match = %q", got)
+	}
+	press(m, "enter")
+	if m.inSrch || m.input.Value() != "build the app" || len(r.messages) != 3 {
+		t.Errorf("enter: searching %v, input %q, %d messages sent", m.inSrch, m.input.Value(), len(r.messages))
+	}
+	press(m, "enter")
+	if len(r.messages) != 4 || r.messages[3] != "default: build the app" {
+		t.Errorf("messages = %q", r.messages)
 	}
 }

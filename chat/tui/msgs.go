@@ -30,6 +30,12 @@ type (
 		th   chat.Thread
 		text string
 	}
+	// historyMsg is a session's earlier transcript, read when it is
+	// first opened (entries nil when it has none).
+	historyMsg struct {
+		th      chat.Thread
+		entries []session.HistoryEntry
+	}
 	turnMsg struct {
 		th chat.Thread
 		ts session.TurnState
@@ -48,6 +54,7 @@ type actions struct {
 	action  func(th chat.Thread, id, value, reason string)
 	list    func()
 	turn    func(th chat.Thread)
+	history func(th chat.Thread)
 }
 
 // sessionRow is one session in the picker.

@@ -79,9 +79,15 @@ func TestApprovalCountdownTicks(t *testing.T) {
 // moving and opening the picker return no command that waits.
 func TestIdleAppSchedulesNothing(t *testing.T) {
 	m, r := newTestModel(t)
-	if cmd := m.Init(); cmd != nil {
-		if msg := cmd(); msg != nil {
-			t.Errorf("Init produced %T", msg)
+	// Init asks the core for the turn and the history, nothing else.
+	if b, ok := m.Init()().(tea.BatchMsg); ok {
+		for _, c := range b {
+			if c == nil {
+				continue
+			}
+			if msg := c(); msg != nil {
+				t.Errorf("Init produced %T", msg)
+			}
 		}
 	}
 	for _, k := range []tea.KeyPressMsg{{Code: 'h', Text: "h"}, {Code: 'i', Text: "i"}, {Code: tea.KeyLeft}, {Code: tea.KeyHome}, {Code: tea.KeyBackspace}} {

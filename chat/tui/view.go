@@ -76,6 +76,8 @@ func (m *model) renderItem(it *item, w int) string {
 		return styleDim.Render(wrap("· "+safe(it.text), w))
 	case "intro":
 		return styleDim.Render(wrap(safe(it.text), w))
+	case "ran":
+		return styleDim.Render(truncateWidth("  $ "+safetext.Line(it.text), w))
 	case "text":
 		return m.md.render(it.text, w)
 	}
