@@ -35,8 +35,8 @@ func (r *recorder) acts() actions {
 			defer r.mu.Unlock()
 			r.actions = append(r.actions, id+" "+value+" "+reason)
 		},
-		list:    func() {},
-		turn:    func(chat.Thread) {},
+		list: func() {},
+		turn: func(chat.Thread) {},
 		history: func(th chat.Thread) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
