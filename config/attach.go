@@ -21,7 +21,8 @@ type Attach struct {
 }
 
 // Attachment defaults (the worker's sandbox package owns the same numbers
-// for a zero value; a test of internal/workerapp keeps them equal).
+// for a zero value; TestFileDefaultsAgree in internal/workerapp keeps them
+// equal).
 const (
 	defaultAttachMaxFiles      = 10
 	defaultAttachMaxFileBytes  = "20m"
