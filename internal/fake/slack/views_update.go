@@ -129,11 +129,22 @@ func (v View) ViewButtons() []Button {
 	return Message{RawBlocks: string(raw.Blocks)}.Buttons()
 }
 
-// ClickInView builds the block_actions payload Slack sends when user clicks
-// the button actionID of an open modal (container type "view", no channel,
-// the view with its private_metadata) and sends it over Socket Mode. value,
-// when set, overrides the button's value (a forged or stale click).
+// ClickInView builds a click with ClickInViewPayload and sends it over
+// Socket Mode.
 func (s *Server) ClickInView(ctx context.Context, viewID, user, actionID string, value *string) (string, error) {
+	p, err := s.ClickInViewPayload(viewID, user, actionID, value)
+	if err != nil {
+		return "", err
+	}
+	return s.SendInteraction(ctx, p)
+}
+
+// ClickInViewPayload builds the block_actions payload Slack sends when
+// user clicks the button actionID of an open modal (container type "view",
+// no channel, the view with its private_metadata); its trigger may push a
+// view onto that modal. value, when set, overrides the button's value (a
+// forged or stale click).
+func (s *Server) ClickInViewPayload(viewID, user, actionID string, value *string) (json.RawMessage, error) {
 	if user == "" {
 		user = "U0001"
 	}
@@ -141,7 +152,7 @@ func (s *Server) ClickInView(ctx context.Context, viewID, user, actionID string,
 	ov := s.views[viewID]
 	if ov == nil {
 		s.mu.Unlock()
-		return "", fmt.Errorf("fakeslack: click in view: no view %q", viewID)
+		return nil, fmt.Errorf("fakeslack: click in view: no view %q", viewID)
 	}
 	var btn *Button
 	for _, b := range ov.ViewButtons() {
@@ -152,7 +163,7 @@ func (s *Server) ClickInView(ctx context.Context, viewID, user, actionID string,
 	}
 	if btn == nil {
 		s.mu.Unlock()
-		return "", fmt.Errorf("fakeslack: click in view: view %s has no button %q (buttons: %v)", viewID, actionID, ov.ViewButtons())
+		return nil, fmt.Errorf("fakeslack: click in view: view %s has no button %q (buttons: %v)", viewID, actionID, ov.ViewButtons())
 	}
 	val := btn.Value
 	if value != nil {
@@ -173,11 +184,7 @@ func (s *Server) ClickInView(ctx context.Context, viewID, user, actionID string,
 		}},
 	}
 	s.mu.Unlock()
-	b, err := json.Marshal(p)
-	if err != nil {
-		return "", err
-	}
-	return s.SendInteraction(ctx, b)
+	return json.Marshal(p)
 }
 
 // ValidateView applies the fake's modal checks (what views.open, .push and
