@@ -204,19 +204,19 @@ func (m *model) scroll(ks string) tea.Cmd {
 	m.refresh()
 	switch ks {
 	case "pgup":
-		m.vp.PageUp()
+		m.vp.scroll(-m.vp.h)
 	case "pgdown":
-		m.vp.PageDown()
+		m.vp.scroll(m.vp.h)
 	case "shift+up":
-		m.vp.ScrollUp(1)
+		m.vp.scroll(-1)
 	case "shift+down":
-		m.vp.ScrollDown(1)
+		m.vp.scroll(1)
 	case "ctrl+home":
-		m.vp.GotoTop()
+		m.vp.top()
 	case "ctrl+end":
-		m.vp.GotoBottom()
+		m.vp.bottom()
 	}
-	m.follow = m.vp.AtBottom()
+	m.follow = m.vp.atBottom()
 	return nil
 }
 

@@ -44,9 +44,10 @@ type item struct {
 	text string
 	card chat.Card
 	ts   *session.TurnState
-	// out caches the rendering at width w.
-	out string
-	w   int
+	// out caches the rendering at width w, and lines the same split.
+	out   string
+	lines []string
+	w     int
 }
 
 // thread is one session's transcript and latest turn.
@@ -79,7 +80,7 @@ type model struct {
 	inSrch  bool
 	errLine string
 
-	vp     viewport.Model
+	vp     scroller
 	follow bool
 
 	call    int // selected tool call (modeCalls, modeDetails)
@@ -131,7 +132,6 @@ func newModel(cfg Config, act actions) *model {
 		current: chat.Thread{Platform: console.Platform, Channel: "local", Thread: "default"},
 		threads: map[string]*thread{},
 		input:   in, askInput: ask,
-		vp:      viewport.New(),
 		details: viewport.New(),
 		follow:  true,
 		md:      newMarkdown(),

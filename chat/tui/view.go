@@ -31,30 +31,35 @@ func safe(s string) string { return safetext.Text(s) }
 func (m *model) refresh() {
 	t := m.cur()
 	h := m.transcriptHeight()
-	m.vp.SetWidth(max(m.w, 20))
-	m.vp.SetHeight(h)
+	m.vp.setHeight(h)
 	if !t.dirty {
+		if m.follow {
+			m.vp.bottom()
+		}
 		return
 	}
 	t.dirty = false
 	w := max(m.w, 20)
-	var b strings.Builder
+	lines := make([]string, 0, len(m.vp.lines)+8)
 	last := m.lastTurnItem(t)
 	for _, it := range t.items {
 		if it == last {
-			b.WriteString(m.renderTurn(t, it, w)) // redrawn in place, selection and elapsed times
-			b.WriteString("\n")
+			// Redrawn in place: selection and elapsed times change.
+			lines = append(lines, strings.Split(m.renderTurn(t, it, w), "\n")...)
 			continue
 		}
 		if it.out == "" || it.w != w {
 			it.out, it.w = m.renderItem(it, w), w
+			it.lines = strings.Split(it.out, "\n")
 		}
-		b.WriteString(it.out)
-		b.WriteString("\n")
+		lines = append(lines, it.lines...)
 	}
-	m.vp.SetContent(strings.TrimRight(b.String(), "\n"))
+	for len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	m.vp.setLines(lines)
 	if m.follow {
-		m.vp.GotoBottom()
+		m.vp.bottom()
 	}
 }
 
@@ -279,7 +284,7 @@ func (m *model) statusBar() string {
 func (m *model) viewChat() string {
 	bottom := m.bottom()
 	m.refresh()
-	return m.vp.View() + "\n" + bottom
+	return m.vp.view() + "\n" + bottom
 }
 
 func (m *model) viewPicker() string {
