@@ -282,7 +282,7 @@ func (w *watcher) follow(ctx context.Context, want int) (last int, ok bool) {
 			}
 			if v == nil && ts.Turn > want {
 				// Turns want..ts.Turn-1 ended before the first poll.
-				w.catchUp(ctx, max(want, w.freshFrom()), ts.Turn)
+				w.catchUp(ctx, max(want, w.freshFrom()), ts.Turn, ts.Turn)
 				if ts.Turn > w.goal() {
 					return ts.Turn - 1, true
 				}

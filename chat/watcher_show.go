@@ -170,12 +170,14 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 	w.announce(ctx, v)
 }
 
-// announce tells the people who may approve, once per pending call, with a
-// new message that mentions them: the card's edit that shows the buttons
-// notifies nobody.
+// announce tells the people who may approve, once per turn, with a new
+// message that mentions them: the card's edit that shows the buttons
+// notifies nobody. Once per turn, not per call: a turn of ten approved
+// commands would otherwise post ten mentions (the chaos suite counted
+// them); after the first, the approvers are watching the card.
 func (w *watcher) announce(ctx context.Context, v *view) {
 	p := v.last.Pending
-	if p == nil || v.last.Status != session.StatusAwaitingApproval || v.announced[p.CallID] || v.last.ApprovalNoticed == p.CallID || w.approvers == "" {
+	if p == nil || v.last.Status != session.StatusAwaitingApproval || len(v.announced) > 0 || v.last.ApprovalNoticed != "" || w.approvers == "" {
 		return
 	}
 	if w.th.Platform == "console" {
@@ -309,12 +311,37 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 		w.record(ctx, ts.Turn, "final", ref)
 		return
 	}
-	ref, err := w.p.PostText(ctx, w.th, text)
+	ref, err := w.postAnswer(ctx, text)
 	if err != nil {
 		w.log.Error("watcher: post final answer failed", "turn", ts.Turn, "err", err)
 		return
 	}
 	w.record(ctx, ts.Turn, "final", ref)
+}
+
+// answerRetries are the waits between attempts to post a claimed answer
+// when the platform refuses it (a 429 storm outlasting the adapter's own
+// retries, a platform outage). They add up to well under
+// session.FinalClaimTakeover, so no other replica takes the claim over and
+// posts the answer too while this one is still trying.
+var answerRetries = []time.Duration{2 * time.Second, 5 * time.Second, 10 * time.Second, 20 * time.Second}
+
+// postAnswer posts a turn's answer, trying again after answerRetries.
+func (w *watcher) postAnswer(ctx context.Context, text string) (string, error) {
+	ref, err := w.p.PostText(ctx, w.th, text)
+	for _, d := range answerRetries {
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		w.log.Warn("watcher: post final answer failed; trying again", "in", d, "err", err)
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(d):
+		}
+		ref, err = w.p.PostText(ctx, w.th, text)
+	}
+	return ref, err
 }
 
 // claim asks the session whether this replica may post the turn's answer.
@@ -385,15 +412,19 @@ func (w *watcher) missed(ctx context.Context, v *view, next session.TurnState) {
 	}
 	w.share(ctx, v, st)
 	w.endTurn(ctx, st, "")
-	if v.last.FinalRef == "" {
-		w.catchUp(ctx, v.turn, v.turn+1)
+	if p := next.Previous; v.last.FinalRef == "" && (p == nil || p.Turn != v.turn || p.FinalRef == "") {
+		w.catchUp(ctx, v.turn, v.turn+1, next.Turn)
 	}
 	w.markMessages(ctx, st)
 }
 
 // catchUp posts the answers of turns [from, to) that this watcher never
 // saw running, taken from the transcript (at most maxCatchUp of them).
-func (w *watcher) catchUp(ctx context.Context, from, to int) {
+// The turn just before the current one is claimed first and its post
+// recorded, as a watched turn's answer is: another replica may have posted
+// it and recorded it after the next turn began, and must not be repeated.
+// Older turns keep no claim, so their answers are posted unclaimed.
+func (w *watcher) catchUp(ctx context.Context, from, to, current int) {
 	from = max(from, to-maxCatchUp)
 	if from >= to {
 		return
@@ -407,11 +438,17 @@ func (w *watcher) catchUp(ctx context.Context, from, to int) {
 	}
 	for t := from; t < to; t++ {
 		text := lastAnswer(hist, t)
-		if text == "" || !w.limit(ctx) {
+		claimed := t == current-1
+		if text == "" || (claimed && !w.claim(ctx, t)) || !w.limit(ctx) {
 			continue
 		}
-		if _, err := w.p.PostText(ctx, w.th, text); err != nil {
+		ref, err := w.p.PostText(ctx, w.th, text)
+		if err != nil {
 			w.log.Error("watcher: post answer of unseen turn", "turn", t, "err", err)
+			continue
+		}
+		if claimed {
+			w.record(ctx, t, "final", ref)
 		}
 	}
 }

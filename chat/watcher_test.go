@@ -352,8 +352,12 @@ func TestWatcherMissedTurnEnd(t *testing.T) {
 		t.Errorf("%d status messages: turn 6 was not asked for and must not be shown", n)
 	}
 
-	// The turn ended before the first poll: its answer still comes.
+	// The turn ended before the first poll: its answer still comes (a
+	// session where nobody had posted it: the claim is granted).
 	f.TurnStateFn = (&script{states: []session.TurnState{running(6, 4)}}).next
+	f.ClaimFn = func(string, session.ClaimFinalRequest) (session.ClaimFinalResponse, error) {
+		return session.ClaimFinalResponse{Granted: true}, nil
+	}
 	p = &recPoster{clock: clock}
 	if err := c.HandleMessage(context.Background(), p, msg("e5b", "do it")); err != nil {
 		t.Fatal(err)
@@ -524,5 +528,50 @@ func TestTwoReplicasPostTheAnswerOnce(t *testing.T) {
 	// scans may ask again); the session granted one.
 	if f.Count("claim_final bot-a") == 0 || f.Count("claim_final bot-b") == 0 {
 		t.Errorf("claims: bot-a %d, bot-b %d; want both to have asked", f.Count("claim_final bot-a"), f.Count("claim_final bot-b"))
+	}
+}
+
+// A turn that ended between two polls whose answer another replica already
+// posted (and recorded on the next turn's Previous after that turn began)
+// is not posted again; nor is one whose claim another replica holds. Found
+// by the chaos suite: answers were posted twice when the next message came
+// quickly.
+func TestWatcherMissedTurnEndPostedElsewhere(t *testing.T) {
+	hist := []session.HistoryEntry{
+		{Turn: 5, Msg: session.Message{Role: session.RoleUser, Content: "do it"}},
+		{Turn: 5, Msg: session.Message{Role: session.RoleAssistant, Content: "turn five answer"}},
+		{Turn: 6, Msg: session.Message{Role: session.RoleUser, Content: "more"}},
+	}
+	for _, tc := range []struct {
+		name  string
+		prev  session.TurnEnd
+		claim func(string, session.ClaimFinalRequest) (session.ClaimFinalResponse, error)
+	}{
+		{"recorded", session.TurnEnd{Turn: 5, Status: session.StatusComplete, FinalText: "turn five answer", FinalRef: "m5"}, nil},
+		{"claimed", session.TurnEnd{Turn: 5, Status: session.StatusComplete, FinalText: "turn five answer"},
+			func(string, session.ClaimFinalRequest) (session.ClaimFinalResponse, error) {
+				return session.ClaimFinalResponse{Holder: "other-replica"}, nil
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next := running(6, 4)
+			next.Previous = &tc.prev
+			f := &chattest.Sessions{
+				SendFn:      sendTurn(5, false),
+				TurnStateFn: (&script{states: []session.TurnState{running(5, 1), next}}).next,
+				HistoryFn:   func(string, session.HistoryRequest) ([]session.HistoryEntry, error) { return hist, nil },
+				ClaimFn:     tc.claim,
+			}
+			clock := newAutoClock()
+			c := newTestCore(t, f, clock, nil)
+			p := &recPoster{clock: clock}
+			if err := c.HandleMessage(context.Background(), p, msg("e5", "do it")); err != nil {
+				t.Fatal(err)
+			}
+			waitIdle(t, c, testThread)
+			if got := texts(p); len(got) != 0 {
+				t.Errorf("the answer was posted again: %q", got)
+			}
+		})
 	}
 }

@@ -148,6 +148,14 @@ type TurnEnd struct {
 	Stopped   bool       `json:"stopped,omitempty"`
 	Error     string     `json:"error,omitempty"`
 	FinalText string     `json:"final_text,omitempty"`
+	// FinalRef, FinalClaim and FinalClaimAt carry the turn's answer
+	// bookkeeping over into the next turn: the replica that posted the
+	// answer may record it after the user already started the next turn,
+	// and a replica that missed the turn's end claims before it posts
+	// (so the answer is posted once).
+	FinalRef     string    `json:"final_ref,omitempty"`
+	FinalClaim   string    `json:"final_claim,omitempty"`
+	FinalClaimAt time.Time `json:"final_claim_at,omitzero"`
 }
 
 // HistoryRequest is the (optional) argument of QueryHistory.

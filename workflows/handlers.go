@@ -232,6 +232,9 @@ func (s *sessionRun) validateChatRef(ctx workflow.Context, req session.ChatRefRe
 	if req.Kind == session.ChatRefSharedFile {
 		return nil // Ref is the call ID, unique in the session
 	}
+	if req.Kind == "final" && s.previousTurn(req.Turn) != nil {
+		return nil // posted just before the user started the next turn
+	}
 	if req.Turn != s.st.Last.Turn {
 		return fmt.Errorf("turn %d is not the current turn (%d)", req.Turn, s.st.Last.Turn)
 	}
@@ -249,6 +252,10 @@ func (s *sessionRun) onChatRef(ctx workflow.Context, req session.ChatRefRequest)
 	case session.ChatRefSharedFile:
 		s.sharedPosted(req.Ref)
 	case "final":
+		if p := s.previousTurn(req.Turn); p != nil {
+			p.FinalRef = req.Ref
+			break
+		}
 		s.st.Last.FinalRef = req.Ref
 		if s.watchLease {
 			// The answer is posted: the session no longer needs a bot.
@@ -326,6 +333,9 @@ func (s *sessionRun) validateClaimFinal(ctx workflow.Context, req session.ClaimF
 	if req.Claimer == "" {
 		return fmt.Errorf("claim_final needs the claiming bot replica's ID")
 	}
+	if s.previousTurn(req.Turn) != nil {
+		return nil // it has ended: the next one has begun
+	}
 	if req.Turn != s.st.Last.Turn {
 		return fmt.Errorf("turn %d is not the current turn (%d)", req.Turn, s.st.Last.Turn)
 	}
@@ -341,6 +351,20 @@ func (s *sessionRun) validateClaimFinal(ctx workflow.Context, req session.ClaimF
 // session.FinalClaimTakeover, so a replica that died in between does not
 // lose the answer. Like chat refs it is bookkeeping: Version does not move.
 func (s *sessionRun) onClaimFinal(ctx workflow.Context, req session.ClaimFinalRequest) (session.ClaimFinalResponse, error) {
+	if p := s.previousTurn(req.Turn); p != nil {
+		// A replica that saw the turn running but not ending: the claim
+		// is on the turn's carried-over bookkeeping, and the watch lease
+		// (which is about the current turn) gives no right to take it.
+		if p.FinalRef != "" {
+			return session.ClaimFinalResponse{Posted: true, Holder: p.FinalClaim}, nil
+		}
+		now := workflow.Now(ctx)
+		if p.FinalClaim != "" && p.FinalClaim != req.Claimer && now.Sub(p.FinalClaimAt) < session.FinalClaimTakeover {
+			return session.ClaimFinalResponse{Holder: p.FinalClaim}, nil
+		}
+		p.FinalClaim, p.FinalClaimAt = req.Claimer, now
+		return session.ClaimFinalResponse{Granted: true}, nil
+	}
 	last := &s.st.Last
 	if last.FinalRef != "" {
 		return session.ClaimFinalResponse{Posted: true, Holder: last.FinalClaim}, nil
@@ -431,4 +455,13 @@ func (s *sessionRun) onSetModel(ctx workflow.Context, req session.SetModelReques
 	}
 	s.touch()
 	return session.SetModelResponse{From: from, To: req.Model, Deferred: s.turnActive}, nil
+}
+
+// previousTurn is the carried-over end of turn n when n is the turn just
+// before the current one, else nil.
+func (s *sessionRun) previousTurn(n int) *session.TurnEnd {
+	if p := s.st.Last.Previous; p != nil && p.Turn == n && n == s.st.Last.Turn-1 {
+		return p
+	}
+	return nil
 }

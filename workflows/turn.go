@@ -27,7 +27,8 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 	now := workflow.Now(ctx)
 	var prev *session.TurnEnd
 	if l := s.st.Last; l.Turn > 0 {
-		prev = &session.TurnEnd{Turn: l.Turn, Status: l.Status, Stopped: l.Stopped, Error: l.Error, FinalText: l.FinalText}
+		prev = &session.TurnEnd{Turn: l.Turn, Status: l.Status, Stopped: l.Stopped, Error: l.Error, FinalText: l.FinalText,
+			FinalRef: l.FinalRef, FinalClaim: l.FinalClaim, FinalClaimAt: l.FinalClaimAt}
 	}
 	s.st.Last = session.TurnState{Turn: s.st.Turn, Status: session.StatusThinking, Backend: s.st.Backend, StartedAt: now, Previous: prev}
 	multi := len(batch) > 1

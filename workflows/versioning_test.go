@@ -107,6 +107,56 @@ func TestFinalPostIsClaimedOnce(t *testing.T) {
 	}
 }
 
+// The replica that posted turn 1's answer records it after the user has
+// already started turn 2 (found by the chaos suite: the record was refused,
+// and a replica that had missed turn 1's end posted the answer again). The
+// record lands on turn 1's carried-over end, and a later claim of turn 1
+// says it was posted; a claim held by another replica is not granted.
+func TestPreviousTurnAnswerIsRecordedAndClaimed(t *testing.T) {
+	h := newHarness(t, final("one"), final("two"))
+	h.at(0, func() { h.send("e1", "first") })
+	var got []session.ClaimFinalResponse
+	var errs []error
+	ask := func(turn int, who string) {
+		h.update(session.UpdateClaimFinal, session.ClaimFinalRequest{Turn: turn, Claimer: who}, func(v any, err error) {
+			if v != nil {
+				got = append(got, v.(session.ClaimFinalResponse))
+			}
+			errs = append(errs, err)
+		})
+	}
+	h.at(time.Second, func() { ask(1, "bot-a") })
+	// Turn 2 begins (and ends) before bot-a records its post of turn 1.
+	h.at(2*time.Second, func() { h.send("e2", "second") })
+	h.at(3*time.Second, func() { ask(1, "bot-b") }) // bot-a holds it
+	h.at(4*time.Second, func() {
+		h.update(session.UpdateChatRef, session.ChatRefRequest{Turn: 1, Kind: "final", Ref: "m1"}, func(_ any, err error) { errs = append(errs, err) })
+	})
+	h.at(5*time.Second, func() { ask(1, "bot-b") })
+	var end session.TurnState
+	h.at(6*time.Second, func() { end = h.state() })
+	h.destroyAt(time.Hour)
+	h.run(h.input(session.ApproveNever))
+
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("update %d refused: %v", i+1, err)
+		}
+	}
+	want := []session.ClaimFinalResponse{{Granted: true}, {Holder: "bot-a"}, {Posted: true, Holder: "bot-a"}}
+	if len(got) != len(want) {
+		t.Fatalf("claims answered: %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("claim %d: got %+v, want %+v", i+1, got[i], want[i])
+		}
+	}
+	if end.Turn != 2 || end.Previous == nil || end.Previous.FinalRef != "m1" || end.FinalRef != "" {
+		t.Fatalf("turn 1's answer should be recorded on turn 2's Previous, not on turn 2: %+v", end)
+	}
+}
+
 // A destroy update that arrives while the run waits for its handlers before
 // continuing as new (here: a fork still copying its snapshot) is carried
 // out; before the fix it waited forever. A destroy signal in that window
