@@ -111,7 +111,8 @@ type tickMsg struct{}
 
 func newModel(cfg Config, act actions) *model {
 	in := textarea.New()
-	in.Placeholder = "Type a task, / for commands (Shift-Enter: new line, Ctrl-S: sessions, Tab: tool calls)"
+	// The hint fits an 80-column terminal whole.
+	in.Placeholder = "Type a task; / commands, Tab tool calls, Ctrl-S sessions, Shift-Enter newline"
 	in.ShowLineNumbers = false
 	in.Prompt = "› "
 	in.CharLimit = 0

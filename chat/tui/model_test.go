@@ -394,3 +394,33 @@ func TestCtrlRSearchesHistory(t *testing.T) {
 		t.Errorf("messages = %q", r.messages)
 	}
 }
+
+// At 80 columns the input's hint is whole, and the Temporal UI link is
+// never cut: whole when it fits, else a hyperlinked label.
+func TestNarrowStatusBarKeepsLinksWhole(t *testing.T) {
+	long := "http://127.0.0.1:8233/namespaces/default/workflows/console%3Alocal%3Adefault"
+	m, _ := newTestModel(t)
+	m.cfg.UIURL = func(string) string { return long }
+	s := screen(m)
+	if !strings.Contains(s, "Shift-Enter newline") {
+		t.Errorf("the hint is cut at 80 columns:\n%s", s)
+	}
+	raw := screenRaw(m)
+	if strings.Contains(s, "127.0.0.1") || !strings.Contains(s, "Temporal UI · Ctrl-S sessions") || !strings.Contains(raw, "\x1b]8;;"+long) {
+		t.Errorf("80 columns: want the hyperlinked label, not a cut URL:\n%q", raw[strings.LastIndex(raw, "\n")+1:])
+	}
+	for _, l := range strings.Split(s, "\n") {
+		if w := ansi.StringWidth(l); w > 80 {
+			t.Errorf("80 columns: line of width %d: %q", w, l)
+		}
+	}
+	m.Update(tea.WindowSizeMsg{Width: 200, Height: 24})
+	if s := screen(m); !strings.Contains(s, long+" · Ctrl-S sessions") {
+		t.Errorf("200 columns: the URL is not shown whole:\n%s", s)
+	}
+	for _, l := range strings.Split(screen(m), "\n") {
+		if w := ansi.StringWidth(l); w > 200 {
+			t.Errorf("line of width %d", w)
+		}
+	}
+}

@@ -273,12 +273,25 @@ func (m *model) statusBar() string {
 		parts = append(parts, m.cfg.Model)
 	}
 	parts = append(parts, fmt.Sprintf("%d tokens", tokens))
-	if u := m.cfg.UIURL(m.current.ID()); u != "" {
-		parts = append(parts, u)
+	w := max(m.w, 20)
+	left := safetext.Line(strings.Join(parts, " · "))
+	const hint, label = " · Ctrl-S sessions", "Temporal UI"
+	// The Temporal UI link is shown whole or not at all: a cut URL leads
+	// nowhere. When it does not fit, a short label carries it as a
+	// terminal hyperlink (OSC 8), and /status prints it in full.
+	if u := m.cfg.UIURL(m.current.ID()); u != "" && safetext.Clean(u) && !strings.ContainsAny(u, " ") {
+		switch {
+		case lipgloss.Width(left+" · "+u+hint) <= w:
+			left += " · " + u
+		case lipgloss.Width(left+" · "+label+hint) <= w:
+			pre := styleStatus.Render(left + " · ")
+			link := styleStatus.Hyperlink(u).Render(label)
+			rest := hint + strings.Repeat(" ", w-lipgloss.Width(left+" · "+label+hint))
+			return pre + link + styleStatus.Render(rest)
+		}
 	}
-	parts = append(parts, "Ctrl-S sessions")
-	s := truncateWidth(safetext.Line(strings.Join(parts, " · ")), m.w)
-	return styleStatus.Width(max(m.w, 20)).Render(s)
+	s := truncateWidth(left+hint, w)
+	return styleStatus.Width(w).Render(s)
 }
 
 func (m *model) viewChat() string {
