@@ -61,6 +61,9 @@ type slackOptions struct {
 	stack []stackOption
 	// adapter adjusts the adapter's config after the test defaults.
 	adapter func(*slack.Config)
+	// notAgent makes the fake workspace's app one that is not declared an
+	// agent (by default it is, as deploy/slack-app-manifest.yaml says).
+	notAgent bool
 }
 
 // slackNoApprovals runs every command without asking (approval mode never).
@@ -79,6 +82,7 @@ func newSlackEnv(t testing.TB, o slackOptions) *slackEnv {
 	})
 	fo := o.fake
 	fo.TeamID = team
+	fo.AgentApp = !o.notAgent
 	if fo.MinUpdateInterval == 0 {
 		fo.MinUpdateInterval = 100 * time.Millisecond
 	}
