@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"image/png"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"time"
@@ -103,7 +104,13 @@ func shootDev(ctx context.Context, binary string, cols, rows int, timeout time.D
 		return termshot.Snapshot{}, err
 	}
 	defer os.RemoveAll(data)
-	term, err := termshot.StartDev(ctx, binary, data, cols, rows)
+	// The Temporal UI is on, as in a plain `go run ./cmd/dev`, so the
+	// status bar links to it; it takes a free port.
+	uiPort, err := freePort()
+	if err != nil {
+		return termshot.Snapshot{}, err
+	}
+	term, err := termshot.StartDev(ctx, binary, data, cols, rows, fmt.Sprintf("SANDBOT_DEV_UI_PORT=%d", uiPort))
 	if err != nil {
 		return termshot.Snapshot{}, err
 	}
@@ -115,4 +122,14 @@ func shootDev(ctx context.Context, binary string, cols, rows int, timeout time.D
 	_ = term.Type("\x03")
 	_ = term.Wait(ctx)
 	return snap, nil
+}
+
+// freePort is a TCP port nothing listens on just now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -14,7 +14,8 @@ import (
 // and its Temporal frontend and UI listen on free ports. Variables from
 // the caller's environment that configure sandbot (SANDBOT_*) are not
 // passed on: a developer's Slack token must not start a Slack bot here.
-func StartDev(ctx context.Context, binary, dataDir string, cols, rows int) (*Term, error) {
+// env is added last (SANDBOT_DEV_UI_PORT=N turns the Temporal UI on).
+func StartDev(ctx context.Context, binary, dataDir string, cols, rows int, env ...string) (*Term, error) {
 	cmd := exec.CommandContext(ctx, binary, "-demo")
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "SANDBOT_") && !strings.HasPrefix(kv, "TERM=") && !strings.HasPrefix(kv, "TEMPORAL_") {
@@ -23,6 +24,7 @@ func StartDev(ctx context.Context, binary, dataDir string, cols, rows int) (*Ter
 	}
 	cmd.Env = append(cmd.Env, "TERM=xterm-256color", "COLORTERM=truecolor",
 		"SANDBOT_DEV_DATA_DIR="+dataDir, "SANDBOT_DEV_TEMPORAL_PORT=0", "SANDBOT_DEV_UI_PORT=0")
+	cmd.Env = append(cmd.Env, env...)
 	return Start(cmd, cols, rows)
 }
 

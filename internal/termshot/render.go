@@ -108,7 +108,7 @@ func Render(s Snapshot, opt RenderOptions) (*image.RGBA, error) {
 			d := font.Drawer{Dst: img, Src: image.NewUniform(fg), Face: face,
 				Dot: fixed.P(cell.Min.X, cell.Min.Y+ascent)}
 			d.DrawString(string(r))
-			if c.Line {
+			if c.Line || c.Link != "" { // a terminal underlines a hyperlink
 				draw.Draw(img, image.Rect(cell.Min.X, cell.Max.Y-2, cell.Max.X, cell.Max.Y-1), image.NewUniform(fg), image.Point{}, draw.Src)
 			}
 		}

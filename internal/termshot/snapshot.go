@@ -24,6 +24,8 @@ type Cell struct {
 	// Fg and Bg are nil for the terminal's default colours.
 	Fg, Bg                             color.Color
 	Bold, Faint, Italic, Reverse, Line bool // Line: underlined
+	// Link is the cell's hyperlink target (OSC 8), "" for none.
+	Link string
 }
 
 // At is the cell at column x, row y.
@@ -47,6 +49,7 @@ func snapshot(e cellReader, cols, rows int) Snapshot {
 				Text: c.Content, Width: c.Width, Fg: c.Style.Fg, Bg: c.Style.Bg,
 				Bold: a&uv.AttrBold != 0, Faint: a&uv.AttrFaint != 0, Italic: a&uv.AttrItalic != 0,
 				Reverse: a&uv.AttrReverse != 0, Line: c.Style.Underline != uv.UnderlineNone,
+				Link: c.Link.URL,
 			}
 		}
 	}
