@@ -127,3 +127,23 @@ func TestShellArgsTimeout(t *testing.T) {
 		}
 	}
 }
+
+func TestParseShareFileArgs(t *testing.T) {
+	for raw, want := range map[string]string{
+		`{"path":"out/report.pdf"}`: "",
+		`{"path":""}`:               `"path" must be a non-empty string`,
+		`{"path":7}`:                `"path" must be a non-empty string`,
+		`{"file":"x"}`:              `unknown field "file"`,
+		`{"path":"a"} {"path":"b"}`: "not one JSON object",
+		`not json`:                  "not one JSON object",
+		`{"path":"a\u0000b"}`:       "NUL byte",
+	} {
+		args, err := agent.ParseShareFileArgs(raw)
+		switch {
+		case want == "" && (err != nil || args.Path != "out/report.pdf"):
+			t.Errorf("%s: %+v, %v", raw, args, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `expected {"path"`)):
+			t.Errorf("%s: err %v, want it to say %q and what is expected", raw, err, want)
+		}
+	}
+}
