@@ -57,8 +57,11 @@ const (
 // Native-signal pacing.
 const (
 	// statusRefresh re-sends a working status before Slack's two-minute
-	// timeout removes it.
+	// timeout removes it, for as long as the watcher kept reporting the
+	// turn within refreshFor (a replica that stopped watching, because
+	// another holds the session's watch lease, soon stops refreshing).
 	statusRefresh = 90 * time.Second
+	refreshFor    = 10 * time.Minute
 	// signalsPerMinute budgets each of assistant.threads.setStatus
 	// ("special" rate limits, no number published) and
 	// agents.sessions.setStatus (Tier 3) per workspace.
@@ -92,6 +95,7 @@ type threadSignals struct {
 	th         chat.Thread
 	want, sent wish
 	statusAt   time.Time // when the status was last sent
+	seen       time.Time // when the watcher last reported the turn
 	initiator  string    // user ID for a new agent session
 	tries      int       // failed attempts at the current wish
 	running    bool      // a sender goroutine owns the thread
@@ -233,6 +237,7 @@ func (s *signals) wish(th chat.Thread, w wish) {
 	if t.want != w {
 		t.want, t.tries = w, 0
 	}
+	t.seen = time.Now()
 	s.startLocked(t)
 }
 
@@ -345,7 +350,7 @@ func (s *signals) nextLocked(t *threadSignals, now time.Time) (send func(context
 		v := t.want.status
 		return func(ctx context.Context) { s.sendStatus(ctx, t, v) }, 0
 	}
-	if statusOn && t.want.status == statusWorking && t.sent.status == statusWorking {
+	if statusOn && t.want.status == statusWorking && t.sent.status == statusWorking && now.Sub(t.seen) < refreshFor {
 		if due := t.statusAt.Add(s.refresh).Sub(now); due > 0 {
 			return nil, due
 		}
