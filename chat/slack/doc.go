@@ -9,7 +9,10 @@
 // handling, ack within 3 s then work on a goroutine), conversion of neutral
 // cards to Block Kit within Slack's limits (ToBlocks), Markdown to mrkdwn
 // (Mrkdwn), splitting long answers (SplitMessages) or uploading them as a
-// file, naming users by their display names (users.info, cached), and
-// pacing chat.update within the workspace's rate budget.
+// file, naming users by their display names (users.info, cached),
+// pacing chat.update within the workspace's rate budget, and Slack's agent
+// surfaces for a running turn (chat.TurnObserver): the thread status, the
+// agent session whose native stop button stops the turn (assistant.go),
+// and, when configured, native streaming (stream.go).
 // Sessions, commands, approvals and progress live in package chat.
 package slack
