@@ -57,6 +57,11 @@ type Message struct {
 	// Files are the files attached to the message, as the platform
 	// described them; the worker downloads them into the workspace.
 	Files []session.Attachment
+	// Backend is the sandbox backend of the session this message starts,
+	// when the front end asked its user (the terminal's New session); ""
+	// takes the configured default. Once the session exists it is
+	// ignored: /backend switches it.
+	Backend string
 }
 
 // Action is a normalized button click or modal submission.

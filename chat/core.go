@@ -249,7 +249,15 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 			c.log.Info("message names a repository", "workflow_id", th.ID(), "repo", spec.Name())
 		}
 	}
-	resp, err := c.s.Send(cctx, c.startInput(th, m.User, text), req)
+	start := c.startInput(th, m.User, text)
+	if m.Backend != "" {
+		if msg := c.checkServed(cctx, m.Backend); msg != "" {
+			c.say(ctx, p, th, msg)
+			return nil
+		}
+		start.Backend = m.Backend
+	}
+	resp, err := c.s.Send(cctx, start, req)
 	if err != nil {
 		c.say(ctx, p, th, UserMessage(err))
 		return c.internal(err, "send", th.ID())
