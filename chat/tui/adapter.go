@@ -148,8 +148,8 @@ func (a *Adapter) send(msg tea.Msg) {
 // messages.
 func (a *Adapter) actions(ctx context.Context, core chat.Handler) actions {
 	return actions{
-		message: func(th chat.Thread, text string) {
-			m := chat.Message{EventID: newEventID(), Thread: th, User: a.cfg.User, Text: text}
+		message: func(th chat.Thread, text, backend string) {
+			m := chat.Message{EventID: newEventID(), Thread: th, User: a.cfg.User, Text: text, Backend: backend}
 			if err := core.HandleMessage(ctx, a, m); err != nil {
 				a.send(noticeMsg{th: th, text: chat.UserMessage(err)})
 			}

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"slices"
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
@@ -178,7 +179,13 @@ func (m *model) submit() tea.Cmd {
 		t.dirty = true
 		m.follow = true
 	}
-	return m.run(func() { m.act.message(th, text) })
+	// The first task of a new session starts it on the backend its user
+	// picked (a command would not start it).
+	backend := ""
+	if !strings.HasPrefix(text, "/") {
+		backend, t.newBackend = t.newBackend, ""
+	}
+	return m.run(func() { m.act.message(th, text, backend) })
 }
 
 func (m *model) note(text string) {
@@ -315,7 +322,7 @@ func (m *model) keyPicker(ks string) (tea.Model, tea.Cmd) {
 	case "f":
 		if row != nil {
 			th := row.th
-			return m, tea.Batch(m.run(func() { m.act.message(th, "/fork") }), m.run(m.act.list))
+			return m, tea.Batch(m.run(func() { m.act.message(th, "/fork", "") }), m.run(m.act.list))
 		}
 	case "d":
 		if row != nil {
@@ -370,20 +377,27 @@ func (m *model) keyPrompt(k tea.KeyPressMsg, ks string) (tea.Model, tea.Cmd) {
 		m.findNext()
 	case askTitle:
 		if v != "" {
-			return m, tea.Batch(m.run(func() { m.act.message(th, "/title "+v) }), m.run(m.act.list))
+			return m, tea.Batch(m.run(func() { m.act.message(th, "/title "+v, "") }), m.run(m.act.list))
 		}
 	case askBackend:
 		if v != "" {
-			return m, m.run(func() { m.act.message(th, "/backend "+v) })
+			return m, m.run(func() { m.act.message(th, "/backend "+v, "") })
 		}
 	case askDestroy:
 		if strings.EqualFold(v, "yes") {
-			return m, tea.Batch(m.run(func() { m.act.message(th, "/destroy") }), m.run(m.act.list))
+			return m, tea.Batch(m.run(func() { m.act.message(th, "/destroy", "") }), m.run(m.act.list))
 		}
 	case askNewName:
 		if v == "" || strings.ContainsAny(v, " \t/") {
 			m.errLine = "A session name is one word."
 			return m, nil
+		}
+		for _, r := range m.picker {
+			if r.th.Thread == v {
+				cmd := m.switchTo(v)
+				m.note("Session " + v + " already exists; it is open now.")
+				return m, cmd
+			}
 		}
 		m.newName = v
 		m.openPrompt(askNewBack, "Backend ("+strings.Join(m.cfg.Backends, ", ")+"; Enter: "+m.cfg.Backends[0]+"): ", "")
@@ -391,10 +405,16 @@ func (m *model) keyPrompt(k tea.KeyPressMsg, ks string) (tea.Model, tea.Cmd) {
 		if v == "" {
 			v = m.cfg.Backends[0]
 		}
+		if !slices.Contains(m.cfg.Backends, v) {
+			m.errLine = "Pick one of: " + strings.Join(m.cfg.Backends, ", ") + "."
+			m.openPrompt(askNewBack, m.askInput.Prompt, "")
+			return m, nil
+		}
+		m.errLine = ""
 		cmd := m.switchTo(m.newName)
-		th := m.current
-		m.note("New session " + m.newName + " on " + v + ": type its first task.")
-		return m, tea.Batch(cmd, m.run(func() { m.act.message(th, "/backend "+v) }))
+		m.cur().newBackend = v
+		m.note("New session " + m.newName + " on " + v + ": type its first task; it starts the session there.")
+		return m, cmd
 	}
 	return m, nil
 }

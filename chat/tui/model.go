@@ -60,6 +60,9 @@ type thread struct {
 	dirty bool
 	// loaded is set once the earlier transcript has been asked for.
 	loaded bool
+	// newBackend is the backend picked for a new session, until its
+	// first task is sent.
+	newBackend string
 }
 
 // model is the Bubble Tea model: all screen state, touched only by Update.
@@ -220,7 +223,10 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		t.byRef[msg.ref] = it
 		t.items = append(t.items, it)
 		t.dirty = true
-		return m, nil
+		// An answer may come with no card (a turn without tool calls):
+		// the status bar's backend and tokens are read again.
+		th := msg.th
+		return m, m.run(func() { m.act.turn(th) })
 	case noticeMsg:
 		th := msg.th
 		if th == (chat.Thread{}) {

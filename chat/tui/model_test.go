@@ -25,9 +25,12 @@ type recorder struct {
 
 func (r *recorder) acts() actions {
 	return actions{
-		message: func(th chat.Thread, text string) {
+		message: func(th chat.Thread, text, backend string) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
+			if backend != "" {
+				text += " @" + backend
+			}
 			r.messages = append(r.messages, th.Thread+": "+text)
 		},
 		action: func(th chat.Thread, id, value, reason string) {
@@ -254,14 +257,38 @@ func TestPickerNavigationAndActions(t *testing.T) {
 	if strings.Join(r.messages, "|") != strings.Join(want, "|") {
 		t.Errorf("messages = %q, want %q", r.messages, want)
 	}
-	// New session asks for a name and a backend.
+	// New session asks for a name and a backend (refusing one not
+	// offered), and its first task starts it there.
 	press(m, "ctrl+s", "n")
 	typeText(m, "exp")
-	press(m, "enter", "down")
+	press(m, "enter")
+	typeText(m, "lcoal")
+	press(m, "enter")
+	if m.mode != modePrompt || !strings.Contains(screen(m), "Pick one of: local, docker.") {
+		t.Fatalf("an unknown backend was taken:\n%s", screen(m))
+	}
 	typeText(m, "docker")
 	press(m, "enter")
-	if m.current.Thread != "exp" || r.messages[len(r.messages)-1] != "exp: /backend docker" {
-		t.Errorf("new session: current %q, messages %q", m.current.Thread, r.messages)
+	n := len(r.messages)
+	if m.current.Thread != "exp" || !strings.Contains(screen(m), "session exp · docker · new") {
+		t.Errorf("new session: current %q:\n%s", m.current.Thread, screen(m))
+	}
+	typeText(m, "/status")
+	press(m, "enter")
+	typeText(m, "first task")
+	press(m, "enter")
+	typeText(m, "second task")
+	press(m, "enter")
+	want = []string{"exp: /status", "exp: first task @docker", "exp: second task"}
+	if got := r.messages[n:]; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("new session's messages = %q, want %q", got, want)
+	}
+	// Naming an existing session opens it.
+	press(m, "ctrl+s", "n")
+	typeText(m, "b")
+	press(m, "enter")
+	if m.current.Thread != "b" || m.mode != modeChat {
+		t.Errorf("existing name: current %q mode %d", m.current.Thread, m.mode)
 	}
 }
 

@@ -50,7 +50,9 @@ type (
 // actions are what the model asks of the core. Each is run on its own
 // goroutine (a tea.Cmd), never on the UI goroutine.
 type actions struct {
-	message func(th chat.Thread, text string)
+	// message sends text to th's session; backend, when set, is where a
+	// session the message starts runs (chat.Message.Backend).
+	message func(th chat.Thread, text, backend string)
 	action  func(th chat.Thread, id, value, reason string)
 	list    func()
 	turn    func(th chat.Thread)

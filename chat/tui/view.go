@@ -260,6 +260,8 @@ func (m *model) statusBar() string {
 	state, backend, queued, tokens := "idle", "", 0, 0
 	if ts := t.ts; ts != nil {
 		state, backend, queued, tokens = chat.StatusWord(ts.Status), ts.Backend, ts.Queued, ts.Usage.Total()
+	} else if t.newBackend != "" {
+		state, backend = "new", t.newBackend
 	}
 	parts := []string{"session " + m.current.Thread}
 	if backend != "" {
@@ -314,9 +316,13 @@ func (m *model) viewPicker() string {
 		if r.th == m.current {
 			cur = " ◀"
 		}
-		rows = append(rows, fmt.Sprintf("%s%s %s · %s · %d turns · %s · age %s · active %s ago%s",
+		turns := fmt.Sprintf("%d turns", r.turns)
+		if r.turns == 1 {
+			turns = "1 turn"
+		}
+		rows = append(rows, fmt.Sprintf("%s%s %s · %s · %s · %s · age %s · active %s ago%s",
 			strings.Repeat("  ", r.depth)+treeMark(r.depth), safetext.Line(r.th.Thread), safetext.Line(title), safetext.Line(r.backend),
-			r.turns, chat.StatusWord(r.status), ago(now, r.created), ago(now, r.lastActivity), cur))
+			turns, chat.StatusWord(r.status), ago(now, r.created), ago(now, r.lastActivity), cur))
 	}
 	// Keep the cursor on screen on a short terminal.
 	room := max(m.h-5, 3)
