@@ -259,11 +259,16 @@ func (s *signals) posted(th chat.Thread) {
 // stopped is a user's click on the native stop button: Slack leaves the
 // session processing until the app moves it, so the thread's current
 // wish is sent again (processing if the turn still runs, active once it
-// ended); a thread this replica knows nothing of is made active.
-func (s *signals) stopped(th chat.Thread) {
+// ended). A thread this replica knows nothing of (another replica watches
+// its turn, or none runs) is made active after a stop that went to the
+// core; after a refused one it is left as it is, for whoever watches it.
+func (s *signals) stopped(th chat.Thread, refused bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.threads[th.ID()]
+	if t == nil && refused {
+		return
+	}
 	if t == nil {
 		t = &threadSignals{th: th, kick: make(chan struct{}, 1), want: wish{"", agentActive}}
 		s.threads[th.ID()] = t
@@ -466,19 +471,25 @@ func (a *Adapter) onAgentStop(ctx context.Context, team string, e *slackevents.A
 	}
 	th := a.thread(team, e.Channel, e.ThreadTimestamp)
 	a.streams.halted(th, e.StreamingMessageTimestamps)
-	// Whatever happens, Slack needs the session moved on.
-	defer a.signals.stopped(th)
 	reply := func(ctx context.Context, text string) error {
 		return a.ephemeral(ctx, e.Channel, e.ThreadTimestamp, e.User, text)
 	}
+	// Whatever happens, Slack needs the session moved on.
+	refusal := ""
 	switch {
 	case e.User == "":
+		a.signals.stopped(th, true)
 		return nil
 	case !a.allowedUser(e.User):
-		return reply(ctx, "You are not on this bot's list of allowed users.")
+		refusal = "You are not on this bot's list of allowed users."
 	case !a.allowedChannel(e.Channel):
-		return reply(ctx, "This bot is not enabled in this channel.")
+		refusal = "This bot is not enabled in this channel."
 	}
+	if refusal != "" {
+		defer a.signals.stopped(th, true)
+		return reply(ctx, refusal)
+	}
+	defer a.signals.stopped(th, false)
 	return a.core.HandleAction(ctx, a, chat.Action{
 		ID: chat.ActionStop, User: a.user(ctx, e.User, ""), Thread: th, Reply: reply,
 	})

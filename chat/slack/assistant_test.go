@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	slackgo "github.com/slack-go/slack"
+
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/chattest"
 	"github.com/sandbot/sandbot/chat/slack"
@@ -258,4 +260,34 @@ func TestNativeStopHonoursTheAllowlist(t *testing.T) {
 	if n := len(core.Record().Actions); n != 0 {
 		t.Fatalf("a stop from a user outside the allowlist reached the core: %+v", core.Record().Actions)
 	}
+}
+
+// A native stop in a thread whose turn this process does not watch (another
+// replica holds its watch lease, or no turn runs): a stop that reaches the
+// core leaves the session active; a refused one leaves it as it is, for
+// the replica that watches the turn.
+func TestNativeStopOnAnUnwatchedThread(t *testing.T) {
+	env, core, th, _ := nativeEnv(t, fakeslack.Options{AgentApp: true}, func(c *slack.Config) { c.AllowedUsers = []string{"U0001"} })
+	ctx := testCtx(t)
+	other := slackgo.New(env.Config.BotToken, slackgo.OptionAPIURL(env.Fake.URL()))
+	processing := slackgo.AgentSessionSetStatusParameters{Status: "processing", ChannelID: th.Channel, ThreadTS: th.Thread}
+	if _, err := other.SetAgentSessionStatusContext(ctx, processing); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Fake.ClickNativeStop(ctx, "U0666", th.Channel, th.Thread); err != nil {
+		t.Fatal(err)
+	}
+	waitFake(t, ctx, env, "the refusal", func(s fakeslack.Snapshot) bool { return len(s.CallsTo("chat.postEphemeral")) == 1 })
+	idle(t, ctx, env)
+	if err := slack.WaitSignals(ctx, env.Adapter); err != nil {
+		t.Fatal(err)
+	}
+	if h := agentSession(env, th).History; !slices.Equal(h, []string{"processing"}) {
+		t.Fatalf("after a refused stop the session went %q; the watching replica owns it", h)
+	}
+	if _, err := env.Fake.ClickNativeStop(ctx, "U0001", th.Channel, th.Thread); err != nil {
+		t.Fatal(err)
+	}
+	core.WaitFor(t, "the stop", func(r chattest.Record) bool { return len(r.Actions) == 1 })
+	waitFake(t, ctx, env, "the session active", func(fakeslack.Snapshot) bool { return agentSession(env, th).Status == "active" })
 }
