@@ -291,3 +291,40 @@ func TestNativeStopOnAnUnwatchedThread(t *testing.T) {
 	core.WaitFor(t, "the stop", func(r chattest.Record) bool { return len(r.Actions) == 1 })
 	waitFake(t, ctx, env, "the session active", func(fakeslack.Snapshot) bool { return agentSession(env, th).Status == "active" })
 }
+
+// Attack: in HTTP mode a native stop is an Events API request like any
+// other, so one not signed with the signing secret is refused (401) and
+// stops nothing; the signed one reaches the core as the Stop action.
+func TestNativeStopOverHTTPIsVerified(t *testing.T) {
+	ctx := testCtx(t)
+	env := slacktest.New(t, slacktest.Options{Fake: fakeslack.Options{AgentApp: true}, Config: func(c *slack.Config) { c.Mode = slack.ModeHTTP }})
+	core := newRecCore()
+	env.Run(core)
+	f := env.Fake
+	events := env.HTTPBase() + "/slack/events"
+	root := f.Say(fakeslack.UserMessage{Text: "a thread"}).Message.TS
+	api := slackgo.New(env.Config.BotToken, slackgo.OptionAPIURL(f.URL()))
+	if _, err := api.SetAgentSessionStatusContext(ctx, slackgo.AgentSessionSetStatusParameters{Status: "processing", ChannelID: "C0001", ThreadTS: root}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.NativeStopPayload("U0001", "C0001", root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []fakeslack.Signing{{Secret: "wrong"}, {Unsigned: true}} {
+		if r, err := f.PostEvent(ctx, events, p, bad); err != nil || r.Status != 401 {
+			t.Fatalf("stop signed %+v: %+v %v", bad, r, err)
+		}
+	}
+	idle(t, ctx, env)
+	if n := len(core.Record().Actions); n != 0 {
+		t.Fatalf("an unverified stop reached the core: %+v", core.Record().Actions)
+	}
+	if r, err := f.PostEvent(ctx, events, p, fakeslack.Signing{}); err != nil || r.Status != 200 {
+		t.Fatalf("signed stop: %+v %v", r, err)
+	}
+	r := core.WaitFor(t, "the stop", func(r chattest.Record) bool { return len(r.Actions) == 1 })
+	if a := r.Actions[0]; a.ID != chat.ActionStop || a.Thread.Thread != root || a.User.ID != "U0001" {
+		t.Fatalf("action = %+v", a)
+	}
+}
