@@ -140,6 +140,7 @@ func TestSlackFilesInAndOut(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("out.txt uploaded %d times after a restart", n)
 	}
+	recordHistory(t, e.s, th.ID(), "files")
 }
 
 // TestSlackAttachmentURLElsewhereIsRefused is the SSRF attack end to end:

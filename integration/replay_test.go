@@ -32,8 +32,10 @@ var updateHistories = flag.Bool("update-histories", false, "write this generatio
 // v1 is the code before worker-owned policies; v2 has the worker-policy,
 // frozen-approval-decision and destroy-before-continue-as-new changes
 // (and signed-decisions); v3 adds watch-lease; v4 transcript-refs and
-// compaction; v5 checkpoints (incremental snapshots).
-const historyGeneration = 5
+// compaction; v5 checkpoints (incremental snapshots); v6 attachments and
+// share-file (so far recorded: files, a Slack session with attachments and
+// shared files).
+const historyGeneration = 6
 
 // historyDir is where the replay test in package workflows reads them.
 const historyDir = "../workflows/testdata/histories"
