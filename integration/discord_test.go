@@ -145,7 +145,7 @@ func TestDiscordSlashCommandsInThread(t *testing.T) {
 		t.Fatalf("/stop answer = %q (ephemeral %v)", answer.Content, answer.Ephemeral())
 	}
 	e.waitCard(ref, "stopped card", func(m fakediscord.Message) bool {
-		return strings.HasPrefix(m.Content, "⏹️ Stopped by ") && len(m.CustomIDs()) == 0
+		return strings.HasPrefix(m.Content, "⏹️ Stopped by ") && len(controlIDs(m.CustomIDs())) == 0
 	})
 	if _, ok := workspaceFile(t, e.s, th, "should-not-exist"); ok {
 		t.Fatal("the command of the stopped turn ran")

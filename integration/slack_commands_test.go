@@ -61,7 +61,7 @@ func TestSlackCommandsInThread(t *testing.T) {
 		t.Fatalf("!stop answer = %q", stopped.Text)
 	}
 	e.waitMessage(ref, "the stopped status message", func(m fakeslack.Message) bool {
-		return hasLine(messageText(m), "⏹️ Stopped") && len(shownButtons(m)) == 0
+		return hasLine(messageText(m), "⏹️ Stopped") && len(controlsShown(m)) == 0
 	})
 	if _, ok := workspaceFile(t, e.s, th, "should-not-exist"); ok {
 		t.Fatal("the command of the stopped turn ran")

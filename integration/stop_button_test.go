@@ -37,7 +37,7 @@ func TestSlackStopButton(t *testing.T) {
 		t.Fatalf("after Stop: %s", dump(end))
 	}
 	e.waitMessage(ref, "the stopped card", func(m fakeslack.Message) bool {
-		return hasLine(messageText(m), "⏹️ Stopped by") && len(shownButtons(m)) == 0
+		return hasLine(messageText(m), "⏹️ Stopped by") && len(controlsShown(m)) == 0
 	})
 	e.wait("the private answer", func(s fakeslack.Snapshot) bool {
 		for _, c := range ephemerals(s, slackBob) {
@@ -82,7 +82,7 @@ func TestDiscordStopButton(t *testing.T) {
 		t.Fatalf("after Stop: %s", dump(end))
 	}
 	e.waitCard(ref, "the stopped card", func(m fakediscord.Message) bool {
-		return strings.HasPrefix(m.Content, "⏹️ Stopped by ") && len(m.CustomIDs()) == 0
+		return strings.HasPrefix(m.Content, "⏹️ Stopped by ") && len(controlIDs(m.CustomIDs())) == 0
 	})
 	for _, m := range e.botMessages(th.Thread) {
 		if m.ID != ref && strings.Contains(m.Content+m.EmbedText(), "Stopped") {

@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	slackgo "github.com/slack-go/slack"
@@ -57,6 +58,9 @@ func (a *Adapter) onViewOutput(ctx context.Context, cb slackgo.InteractionCallba
 			return a.ephemeral(ctx, th.Channel, th.Thread, cb.User.ID, text)
 		}
 	}
+	if !located(th) {
+		return errors.New("slack: a View output click names no thread; ignored")
+	}
 	viewer, ok := a.core.(outputViewer)
 	if !ok {
 		return action.Reply(ctx, "This bot cannot show tool output here; use /history.")
@@ -67,7 +71,11 @@ func (a *Adapter) onViewOutput(ctx context.Context, cb slackgo.InteractionCallba
 	}
 	loading := outputModal(string(meta), []slackgo.Block{section("_Loading the output…_")})
 	var viewID string
-	err = a.call(ctx, "views.open", func(ctx context.Context) error {
+	method := "views.open"
+	if inModal {
+		method = "views.push"
+	}
+	err = a.call(ctx, method, func(ctx context.Context) error {
 		var resp *slackgo.ViewResponse
 		var err error
 		if inModal {
