@@ -76,6 +76,9 @@ func (a *Adapter) onEventsAPI(ctx context.Context, ev slackevents.EventsAPIEvent
 //     if the thread is one (see isSession) and RequireMention is off;
 //   - anything else (chatter in channels) is ignored.
 func (a *Adapter) onUserMessage(ctx context.Context, in incoming) error {
+	if in.channel == "" || in.ts == "" {
+		return nil // not a message Slack could send: no place, no identity
+	}
 	dm := in.channelType == "im"
 	if !in.mention && !dm && (in.threadTS == "" || a.cfg.RequireMention) {
 		return nil

@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -34,6 +35,11 @@ type rejectMeta struct {
 // onInteraction handles block_actions, view_submission and message
 // shortcuts. It runs after the ack.
 func (a *Adapter) onInteraction(ctx context.Context, cb slackgo.InteractionCallback) error {
+	if cb.User.ID == "" {
+		// Slack names who acted in every interaction: without a user
+		// nobody can be authorized or answered, so nothing is done.
+		return fmt.Errorf("slack: a %q interaction names no user; ignored", cb.Type)
+	}
 	switch cb.Type {
 	case slackgo.InteractionTypeBlockActions:
 		for _, act := range cb.ActionCallback.BlockActions {
@@ -98,6 +104,9 @@ func (a *Adapter) onButton(ctx context.Context, cb slackgo.InteractionCallback, 
 	if id == chat.ActionViewOutput || id == chat.ActionViewCall {
 		return a.onViewOutput(ctx, cb, action)
 	}
+	if !located(th) {
+		return fmt.Errorf("slack: a click on %q names no message to act in; ignored", act.ActionID)
+	}
 	if d, ok := a.core.(decider); ok && id == chat.ActionReject {
 		// Ask who may decide before the modal: a user who may not would
 		// otherwise type a reason only to be refused on submit.
@@ -116,6 +125,10 @@ func (a *Adapter) onButton(ctx context.Context, cb slackgo.InteractionCallback, 
 	}
 	return a.core.HandleAction(ctx, a, action)
 }
+
+// located reports whether th names a place to act in: a channel and a
+// thread. Slack's payloads always do; one that does not is malformed.
+func located(th chat.Thread) bool { return th.Channel != "" && th.Thread != "" }
 
 // decider is the core's pre-check of who may decide an approval
 // (chat.Core.MayDecide): "" or the refusal to show.
@@ -164,6 +177,9 @@ func (a *Adapter) onRejectSubmit(ctx context.Context, cb slackgo.InteractionCall
 		reason = strings.TrimSpace(cb.View.State.Values[reasonBlock][reasonAction].Value)
 	}
 	th := a.thread(meta.Team, meta.Channel, meta.Thread)
+	if !located(th) {
+		return errors.New("slack: reject modal: private_metadata names no thread; ignored")
+	}
 	user := a.clickUser(ctx, cb)
 	return a.core.HandleAction(ctx, a, chat.Action{
 		ID: chat.ActionReject, Value: meta.Value, Reason: reason, User: user, Thread: th,
@@ -177,6 +193,9 @@ func (a *Adapter) onRejectSubmit(ctx context.Context, cb slackgo.InteractionCall
 // used on.
 func (a *Adapter) onForkShortcut(ctx context.Context, cb slackgo.InteractionCallback) error {
 	th := a.clickThread(cb)
+	if !located(th) {
+		return errors.New("slack: the fork shortcut names no message; ignored")
+	}
 	if !a.allowedUser(cb.User.ID) {
 		return a.respond(ctx, cb.ResponseURL, chat.Reply{Text: "You are not on this bot's list of allowed users.", Ephemeral: true})
 	}
@@ -247,6 +266,9 @@ var channelCommands = map[string]bool{chat.CmdHelp: true, chat.CmdSessions: true
 func (a *Adapter) onSlashCommand(ctx context.Context, sc slackgo.SlashCommand) error {
 	reply := func(text string) error {
 		return a.respond(ctx, sc.ResponseURL, chat.Reply{Text: text, Ephemeral: true})
+	}
+	if sc.UserID == "" || sc.ChannelID == "" {
+		return fmt.Errorf("slack: slash command %q names no user or channel; ignored", sc.Command)
 	}
 	if !a.allowedUser(sc.UserID) {
 		return reply("You are not on this bot's list of allowed users.")
