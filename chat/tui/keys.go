@@ -294,6 +294,7 @@ func (m *model) keyPicker(ks string) (tea.Model, tea.Cmd) {
 	if m.pick > 0 && m.pick <= len(m.picker) {
 		row = &m.picker[m.pick-1]
 	}
+	m.pickNote = ""
 	switch ks {
 	case "esc", "q", "ctrl+s":
 		m.mode = modeChat
@@ -385,7 +386,7 @@ func (m *model) keyPrompt(k tea.KeyPressMsg, ks string) (tea.Model, tea.Cmd) {
 		}
 	case askDestroy:
 		if strings.EqualFold(v, "yes") {
-			return m, tea.Batch(m.run(func() { m.act.message(th, "/destroy", "") }), m.run(m.act.list))
+			return m, tea.Batch(m.run(func() { m.act.message(th, "/destroy confirm", "") }), m.run(m.act.list))
 		}
 	case askNewName:
 		if v == "" || strings.ContainsAny(v, " \t/") {

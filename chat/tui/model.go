@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/console"
+	"github.com/sandbot/sandbot/chat/internal/safetext"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -92,6 +93,10 @@ type model struct {
 
 	picker []sessionRow
 	pick   int
+	// pickNote is the last reply from a session other than the current
+	// one (the picker's rename, backend, fork, destroy), shown in the
+	// picker, where that session's transcript is not.
+	pickNote string
 
 	ask      string // prompt purpose
 	askInput textarea.Model
@@ -220,6 +225,7 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case textMsg:
 		t := m.thread(msg.th)
 		it := &item{kind: "text", ref: msg.ref, text: msg.text}
+		m.notePicker(msg.th, msg.text)
 		t.byRef[msg.ref] = it
 		t.items = append(t.items, it)
 		t.dirty = true
@@ -232,6 +238,7 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if th == (chat.Thread{}) {
 			th = m.current
 		}
+		m.notePicker(th, msg.text)
 		t := m.thread(th)
 		t.items = append(t.items, &item{kind: "notice", text: msg.text})
 		t.dirty = true
@@ -285,6 +292,17 @@ func (m *model) afterTurnChange(t *thread) {
 			m.mode = modeChat
 		}
 	}
+}
+
+// notePicker keeps a reply to another session for the picker: its
+// first line, without Markdown emphasis, neutralised.
+func (m *model) notePicker(th chat.Thread, text string) {
+	if th == m.current || (m.mode != modePicker && m.mode != modePrompt) {
+		return
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+	line = strings.NewReplacer("**", "", "`", "").Replace(line)
+	m.pickNote = th.Thread + ": " + safetext.Line(line)
 }
 
 // live reports whether the current session shows something that changes

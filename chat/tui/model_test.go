@@ -247,13 +247,19 @@ func TestPickerNavigationAndActions(t *testing.T) {
 	press(m, "d")
 	typeText(m, "yes")
 	press(m, "enter")
+	// The reply to a picker action shows in the picker, where the other
+	// session's transcript is not.
+	m.Update(textMsg{th: rows[2].th, ref: "x", text: "This ends the session… **really**\nmore"})
+	if s := screen(m); !strings.Contains(s, "a-fork: This ends the session… really") {
+		t.Errorf("the reply is not in the picker:\n%s", s)
+	}
 	press(m, "up")
 	press(m, "enter")
 	if m.current.Thread != "default" || m.mode != modeChat {
 		t.Errorf("enter opened %q (mode %d)", m.current.Thread, m.mode)
 	}
 	// The prompt keeps what was in it before: T a-fork + renamed.
-	want := []string{"a-fork: /title T a-forkrenamed", "a-fork: /fork", "a-fork: /backend docker", "a-fork: /destroy"}
+	want := []string{"a-fork: /title T a-forkrenamed", "a-fork: /fork", "a-fork: /backend docker", "a-fork: /destroy confirm"}
 	if strings.Join(r.messages, "|") != strings.Join(want, "|") {
 		t.Errorf("messages = %q, want %q", r.messages, want)
 	}

@@ -338,10 +338,19 @@ func (m *model) viewPicker() string {
 	}
 	s := b.String()
 	pad := m.h - lipgloss.Height(s) - 1
-	if m.mode == modePrompt || m.errLine != "" {
+	if m.mode == modePrompt {
+		pad--
+	}
+	if m.errLine != "" {
+		pad--
+	}
+	if m.pickNote != "" {
 		pad--
 	}
 	s += strings.Repeat("\n", max(pad, 0))
+	if m.pickNote != "" {
+		s += styleDim.Render(truncateWidth(m.pickNote, m.w)) + "\n"
+	}
 	if m.errLine != "" {
 		s += styleErr.Render(truncateWidth(m.errLine, m.w)) + "\n"
 	}
