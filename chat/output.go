@@ -133,14 +133,26 @@ type toolOutputReader interface {
 }
 
 func (c *Core) toolOutput(ctx context.Context, id string, req session.ToolOutputRequest) (session.ToolOutputResponse, error) {
-	if r, ok := c.s.(toolOutputReader); ok {
+	return readToolOutput(ctx, c.s, id, req)
+}
+
+// readToolOutput asks s for QueryToolOutput's answer, or computes it from
+// s's History when s cannot answer it.
+func readToolOutput(ctx context.Context, s Sessions, id string, req session.ToolOutputRequest) (session.ToolOutputResponse, error) {
+	if r, ok := s.(toolOutputReader); ok {
 		return r.ToolOutput(ctx, id, req)
 	}
-	h, err := c.s.History(ctx, id, session.HistoryRequest{})
+	h, err := s.History(ctx, id, session.HistoryRequest{})
 	if err != nil {
 		return session.ToolOutputResponse{}, err
 	}
 	return session.ToolOutputs(h, req), nil
+}
+
+// ToolOutput passes QueryToolOutput through the meter (it counts nothing),
+// so the sessions it wraps still answer it.
+func (m *meteredSessions) ToolOutput(ctx context.Context, id string, req session.ToolOutputRequest) (session.ToolOutputResponse, error) {
+	return readToolOutput(ctx, m.Sessions, id, req)
 }
 
 // ViewOutput answers a View output click (ActionViewOutput or

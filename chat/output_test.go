@@ -199,3 +199,28 @@ func TestViewOutputButtonOnCards(t *testing.T) {
 		}
 	}
 }
+
+// toolSessions answers QueryToolOutput itself, as TemporalSessions does.
+type toolSessions struct {
+	*chattest.Sessions
+	asked int
+}
+
+func (s *toolSessions) ToolOutput(_ context.Context, id string, req session.ToolOutputRequest) (session.ToolOutputResponse, error) {
+	s.asked++
+	return session.ToolOutputs(outputTranscript(), req), nil
+}
+
+// The bot's sessions are wrapped in the meter; View output must still use
+// the session's tool_output query, not fetch the whole transcript.
+func TestViewOutputThroughTheMeter(t *testing.T) {
+	f := &toolSessions{Sessions: &chattest.Sessions{}}
+	c := newTestCore(t, chat.MeterSessions(f), newAutoClock(), nil)
+	v := c.ViewOutput(context.Background(), chat.Action{ID: chat.ActionViewOutput, Value: "2.1", User: chat.User{ID: "U1"}, Thread: outThread})
+	if v.Call == nil || v.Call.CallID != "a1" {
+		t.Fatalf("view: %+v", v)
+	}
+	if f.asked != 2 || f.Count("history") != 0 {
+		t.Fatalf("tool_output asked %d times, history %d: the meter hides the query", f.asked, f.Count("history"))
+	}
+}

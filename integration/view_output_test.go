@@ -15,6 +15,10 @@ import (
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 	"github.com/sandbot/sandbot/redact"
+	"github.com/sandbot/sandbot/session"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 )
 
 // The View output scenarios run a turn of two calls: the first prints 200
@@ -288,4 +292,69 @@ func controlIDs(ids []string) []string {
 		}
 	}
 	return out
+}
+
+// oldBuildSession stands for a session run by a worker build that predates
+// the tool_output query: it answers history only.
+func oldBuildSession(ctx workflow.Context, h []session.HistoryEntry) error {
+	if err := workflow.SetQueryHandler(ctx, session.QueryHistory, func(session.HistoryRequest) ([]session.HistoryEntry, error) {
+		return h, nil
+	}); err != nil {
+		return err
+	}
+	workflow.GetSignalChannel(ctx, "end").Receive(ctx, nil)
+	return nil
+}
+
+// A session whose run has no tool_output query (an older build, mid
+// rolling deploy) still answers View output: the real frontend refuses
+// the query as unknown, and the bot computes the answer from history;
+// the running build answers the query itself, with the same result.
+func TestViewOutputFromAnOlderBuild(t *testing.T) {
+	s := newStack(t, viewOutputStack)
+	queue := s.cfg.Temporal.TaskQueue + "-old-build"
+	w := worker.New(s.c, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(oldBuildSession, workflow.RegisterOptions{Name: "OldBuildSession"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	h := []session.HistoryEntry{
+		{Turn: 1, Msg: session.Message{Role: session.RoleAssistant, ToolCalls: []session.ToolCall{{ID: "c1", Name: "shell", Arguments: shell("ls")}}}},
+		{Turn: 1, Msg: session.Message{Role: session.RoleTool, ToolCallID: "c1", Content: "$ ls\nREADME.md\nexit code: 0\n"}},
+	}
+	id := "session/slack/T1/C1/old-build"
+	run, err := s.c.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, "OldBuildSession", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.c.TerminateWorkflow(context.Background(), id, run.GetRunID(), "test over") })
+	sessions := chat.MeterSessions(chat.NewTemporalSessions(s.c, chat.TemporalOptions{TaskQueue: s.cfg.Temporal.TaskQueue}))
+	reader := sessions.(interface {
+		ToolOutput(context.Context, string, session.ToolOutputRequest) (session.ToolOutputResponse, error)
+	})
+	got, err := reader.ToolOutput(s.ctx, id, session.ToolOutputRequest{Turn: 1, CallID: "c1"})
+	if err != nil {
+		t.Fatalf("older build: %v", err)
+	}
+	if len(got.Calls) != 1 || got.Calls[0].Output != "$ ls\nREADME.md\nexit code: 0\n" {
+		t.Fatalf("older build answered %+v", got)
+	}
+	if _, err := s.c.QueryWorkflow(s.ctx, id, "", session.QueryToolOutput, session.ToolOutputRequest{}); err == nil {
+		t.Fatal("the old build answered tool_output itself; the fallback was not exercised")
+	}
+
+	// The current build answers the query itself.
+	th := s.thread("view-output-current")
+	s.model.Push(fakeopenai.ToolCallStep("c1", "shell", shell("echo current")), fakeopenai.FinalStep("ok"))
+	s.say(th, "ev-1", "run it")
+	s.waitState(th, "the turn", func(ts session.TurnState) bool { return ts.Turn == 1 && done(ts) })
+	v, err := s.c.QueryWorkflow(s.ctx, th.ID(), "", session.QueryToolOutput, session.ToolOutputRequest{Turn: 1, CallID: "c1"})
+	if err != nil {
+		t.Fatalf("tool_output on the current build: %v", err)
+	}
+	var cur session.ToolOutputResponse
+	if err := v.Get(&cur); err != nil || len(cur.Calls) != 1 || !strings.Contains(cur.Calls[0].Output, "$ echo current\ncurrent\n") {
+		t.Fatalf("current build answered %+v (%v)", cur, err)
+	}
 }
