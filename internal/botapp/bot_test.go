@@ -48,10 +48,10 @@ func TestMappingPassesEverySetting(t *testing.T) {
 	cfg := config.Load()
 	cfg.Slack = config.Slack{BotToken: "xoxb-1", AppToken: "xapp-1", Mode: "http", SigningSecret: "s", ListenAddr: ":1",
 		AllowedChannels: []string{"C1"}, AllowedUsers: []string{"U1"}, Approvers: []string{"U2"}, RequireMention: true,
-		APIBase: "http://x/api/", EditInterval: time.Second, UpdateBudget: 9, UploadThreshold: 2000}
+		APIBase: "http://x/api/", EditInterval: time.Second, UpdateBudget: 9, UploadThreshold: 2000, Streaming: true}
 	sc := slackConfig(cfg)
 	if sc.Mode != slack.ModeHTTP || sc.APIURL != "http://x/api/" || sc.UpdateBudgetPerMinute != 9 || sc.FileUploadThreshold != 2000 ||
-		!sc.RequireMention || sc.Approvers[0] != "U2" || sc.ListenAddr != ":1" || sc.EditInterval != time.Second {
+		!sc.RequireMention || !sc.Streaming || sc.Approvers[0] != "U2" || sc.ListenAddr != ":1" || sc.EditInterval != time.Second {
 		t.Errorf("slack: %+v", sc)
 	}
 	cfg.Discord = config.Discord{Token: "t", AppID: "1", GuildID: "2", AllowedRoles: []string{"3"}, ApproverRoles: []string{"4"},
