@@ -288,6 +288,8 @@ func (m *model) findNext() {
 	m.errLine = "No match for " + m.query
 }
 
+// keyPicker: an action on a row runs its chat command and then lists the
+// sessions again, so the list shows what the command did.
 func (m *model) keyPicker(ks string) (tea.Model, tea.Cmd) {
 	n := len(m.picker) + 1 // row 0 is "New session"
 	var row *sessionRow
@@ -323,7 +325,7 @@ func (m *model) keyPicker(ks string) (tea.Model, tea.Cmd) {
 	case "f":
 		if row != nil {
 			th := row.th
-			return m, tea.Batch(m.run(func() { m.act.message(th, "/fork", "") }), m.run(m.act.list))
+			return m, m.run(func() { m.act.message(th, "/fork", ""); m.act.list() })
 		}
 	case "d":
 		if row != nil {
@@ -378,7 +380,7 @@ func (m *model) keyPrompt(k tea.KeyPressMsg, ks string) (tea.Model, tea.Cmd) {
 		m.findNext()
 	case askTitle:
 		if v != "" {
-			return m, tea.Batch(m.run(func() { m.act.message(th, "/title "+v, "") }), m.run(m.act.list))
+			return m, m.run(func() { m.act.message(th, "/title "+v, ""); m.act.list() })
 		}
 	case askBackend:
 		if v != "" {
@@ -386,7 +388,7 @@ func (m *model) keyPrompt(k tea.KeyPressMsg, ks string) (tea.Model, tea.Cmd) {
 		}
 	case askDestroy:
 		if strings.EqualFold(v, "yes") {
-			return m, tea.Batch(m.run(func() { m.act.message(th, "/destroy confirm", "") }), m.run(m.act.list))
+			return m, m.run(func() { m.act.message(th, "/destroy confirm", ""); m.act.list() })
 		}
 	case askNewName:
 		if v == "" || strings.ContainsAny(v, " \t/") {
