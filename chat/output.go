@@ -109,7 +109,7 @@ func (o CallOutput) ArgumentsText() string {
 // output.
 func (o CallOutput) FileText() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# %s (%s)\n", o.Heading(), o.CallID)
+	fmt.Fprintf(&b, "# %s (%s)\n", o.Heading(), safetext.Line(o.CallID))
 	b.WriteString(o.ArgumentsText())
 	b.WriteString("\n# output\n")
 	if o.HasOutput {

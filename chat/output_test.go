@@ -224,3 +224,15 @@ func TestViewOutputThroughTheMeter(t *testing.T) {
 		t.Fatalf("tool_output asked %d times, history %d: the meter hides the query", f.asked, f.Count("history"))
 	}
 }
+
+// The file names the call by its ID, which the model chose: neutralised
+// like everything else shown.
+func TestOutputFileNeutralisesTheCallID(t *testing.T) {
+	o := chat.CallOutput{Turn: 1, CallID: "c1\x1b[2J\u202e", Index: 1, Of: 1, Commands: []string{"ls"}}
+	if got := o.FileText(); strings.ContainsAny(got, "\x1b\u202e") || !strings.Contains(got, `c1\x1b[2J\u202e`) {
+		t.Fatalf("file text %q", got)
+	}
+	if name := o.FileName(); strings.ContainsAny(name, "\x1b\u202e/") || !strings.HasSuffix(name, ".txt") {
+		t.Fatalf("file name %q", name)
+	}
+}
