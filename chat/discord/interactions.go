@@ -14,12 +14,25 @@ import (
 const reasonInput = "reason"
 
 func (a *Adapter) onInteractionCreate(_ *discordgo.Session, ic *discordgo.InteractionCreate) {
+	if ic.Interaction == nil {
+		return // d did not decode (see onMessageCreate)
+	}
 	if !a.seenInters.Add(ic.ID, struct{}{}) {
 		a.log.Info("dropped a replayed interaction", "interaction_id", ic.ID)
 		return
 	}
 	r := &ireply{a: a, i: ic.Interaction, received: time.Now()}
 	if !a.accept() {
+		return
+	}
+	if !dataFits(ic.Interaction) {
+		// discordgo's ApplicationCommandData and the like assert the data's
+		// type and would panic (and end the bot) on a payload without it.
+		go func() {
+			defer a.inflight.Done()
+			a.log.Warn("interaction without the data of its type; ignored", "interaction_id", ic.ID, "type", int(ic.Type))
+			r.respond(a.ctx(), ephemeralMessage("I could not read this interaction; nothing was done."))
+		}()
 		return
 	}
 	go func() {
@@ -34,6 +47,23 @@ func (a *Adapter) onInteractionCreate(_ *discordgo.Session, ic *discordgo.Intera
 			a.handleModal(ctx, r)
 		}
 	}()
+}
+
+// dataFits reports whether i carries the data its type needs (the adapter
+// ignores other types).
+func dataFits(i *discordgo.Interaction) bool {
+	var ok bool
+	switch i.Type {
+	case discordgo.InteractionApplicationCommand:
+		_, ok = i.Data.(discordgo.ApplicationCommandInteractionData)
+	case discordgo.InteractionMessageComponent:
+		_, ok = i.Data.(discordgo.MessageComponentInteractionData)
+	case discordgo.InteractionModalSubmit:
+		_, ok = i.Data.(discordgo.ModalSubmitInteractionData)
+	default:
+		ok = true
+	}
+	return ok
 }
 
 func (a *Adapter) handleCommand(ctx context.Context, r *ireply) {

@@ -93,7 +93,11 @@ func location(guildID string, c chanInfo) chat.Thread {
 }
 
 func (a *Adapter) onMessageCreate(_ *discordgo.Session, m *discordgo.MessageCreate) {
-	if m.Author == nil || m.Author.Bot || m.WebhookID != "" {
+	// discordgo hands on an event whose d did not decode (d: null leaves
+	// no message at all); this runs on its read loop, where a panic would
+	// end the bot. A message without an ID or a channel cannot be deduped
+	// or answered.
+	if m.Message == nil || m.ID == "" || m.ChannelID == "" || m.Author == nil || m.Author.Bot || m.Author.ID == a.bot() || m.WebhookID != "" {
 		return
 	}
 	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
