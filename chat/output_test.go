@@ -3,6 +3,7 @@ package chat_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -234,5 +235,34 @@ func TestOutputFileNeutralisesTheCallID(t *testing.T) {
 	}
 	if name := o.FileName(); strings.ContainsAny(name, "\x1b\u202e/") || !strings.HasSuffix(name, ".txt") {
 		t.Fatalf("file name %q", name)
+	}
+}
+
+// A turn of more calls than one Discord message holds buttons lists the
+// latest MaxPickerCalls and says so.
+func TestViewOutputPickerCap(t *testing.T) {
+	var calls []session.ToolCall
+	var h []session.HistoryEntry
+	for i := range 30 {
+		calls = append(calls, session.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "shell", Arguments: fmt.Sprintf(`{"commands":["echo %d"]}`, i)})
+	}
+	h = append(h, session.HistoryEntry{Turn: 1, Msg: session.Message{Role: session.RoleAssistant, ToolCalls: calls}})
+	f := &chattest.Sessions{HistoryFn: func(string, session.HistoryRequest) ([]session.HistoryEntry, error) { return h, nil }}
+	c := newTestCore(t, f, newAutoClock(), nil)
+	v := c.ViewOutput(context.Background(), chat.Action{ID: chat.ActionViewOutput, Value: "2.1", User: chat.User{ID: "U1"}, Thread: outThread})
+	if v.Picker == nil {
+		t.Fatalf("want a picker: %+v", v)
+	}
+	var buttons []chat.Button
+	for _, b := range v.Picker.Blocks {
+		buttons = append(buttons, b.Buttons...)
+	}
+	if len(buttons) != chat.MaxPickerCalls || buttons[0].Label != "6. echo 5" || !strings.Contains(v.Picker.Blocks[0].Text, "The 25 latest are listed") {
+		t.Fatalf("picker: %d buttons, first %q, %q", len(buttons), buttons[0].Label, v.Picker.Blocks[0].Text)
+	}
+	// A call that has not finished shows its arguments and says so.
+	one := c.ViewOutput(context.Background(), chat.Action{ID: chat.ActionViewCall, Value: buttons[24].Value, User: chat.User{ID: "U1"}, Thread: outThread})
+	if one.Call == nil || one.Call.HasOutput || !strings.Contains(one.Call.FileText(), chat.NoOutputText) {
+		t.Fatalf("unfinished call: %+v", one)
 	}
 }
