@@ -23,7 +23,8 @@ import (
 
 // The View output scenarios run a turn of two calls: the first prints 200
 // numbered lines and the worker's model key, glued from two halves so that
-// only the output scrubbing can catch it; the second is short. The card
+// only the output scrubbing can catch it, then echoes the key the model
+// wrote whole (scrubbed from the call's arguments); the second is short. The card
 // shows the last 5 lines of an output; the button shows all of it.
 const viewKey = "sk-live-VIEW-0123456789abcdefXYZ"
 
@@ -35,7 +36,7 @@ func viewOutputStack(c *config.Config) {
 func pushViewTurn(model *fakeopenai.Server, prefix string) {
 	a, b := viewKey[:len(viewKey)/2], viewKey[len(viewKey)/2:]
 	model.Push(
-		fakeopenai.ToolCallStep(prefix+"1", "shell", shell(fmt.Sprintf("seq -f '%s line %%g' 200; printf 'key=%%s%%s\\n' '%s' '%s'", prefix, a, b))),
+		fakeopenai.ToolCallStep(prefix+"1", "shell", shell(fmt.Sprintf("seq -f '%s line %%g' 200; printf 'key=%%s%%s\\n' '%s' '%s'", prefix, a, b), "echo "+viewKey)),
 		fakeopenai.ToolCallStep(prefix+"2", "shell", shell("echo short "+prefix)),
 		fakeopenai.FinalStep("Done."),
 	)
@@ -46,7 +47,7 @@ func pushViewTurn(model *fakeopenai.Server, prefix string) {
 // scrubbed.
 func viewOutputShown(t *testing.T, what, text, prefix string) {
 	t.Helper()
-	for _, want := range []string{prefix + " line 1\n", prefix + " line 200", "key=[redacted: SANDBOT_MODEL_API_KEY]", "seq -f"} {
+	for _, want := range []string{prefix + " line 1\n", prefix + " line 200", "key=[redacted: SANDBOT_MODEL_API_KEY]", "seq -f", "echo [redacted: SANDBOT_MODEL_API_KEY]"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("%s lacks %q:\n%s", what, want, text)
 		}
@@ -230,8 +231,12 @@ func TestDiscordViewOutput(t *testing.T) {
 	if !out.Ephemeral() || len(out.Attachments) != 1 {
 		t.Fatalf("output reply: ephemeral %v, %d attachments, %q", out.Ephemeral(), len(out.Attachments), out.Content)
 	}
-	if !strings.Contains(out.Content, "Turn 1 · call 1 of 2") || !strings.Contains(out.Content, "seq -f") {
+	if !strings.Contains(out.Content, "Turn 1 · call 1 of 2") || !strings.Contains(out.Content, "seq -f") ||
+		!strings.Contains(out.Content, "echo [redacted: SANDBOT_MODEL_API_KEY]") {
 		t.Errorf("output reply content %q", out.Content)
+	}
+	if redact.New(redact.Secret{Name: "k", Value: viewKey}).Redact(out.Content) != out.Content {
+		t.Errorf("the reply shows the model key: %q", out.Content)
 	}
 	f := out.Attachments[0]
 	if !strings.HasPrefix(f.Filename, "output-turn1-1-") {
