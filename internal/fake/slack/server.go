@@ -3,8 +3,9 @@
 // (v0.35.0) instead of a mock of our own interfaces.
 //
 // It serves the Web API methods sandbot uses (auth.test, chat.postMessage,
-// chat.update, chat.postEphemeral, chat.getPermalink, views.open, files
-// upload v2, conversations.replies, users.info) under URL(), Socket Mode
+// chat.update, chat.postEphemeral, chat.getPermalink, views.open, .push
+// and .update, files upload v2, conversations.replies, users.info) under
+// URL(), Socket Mode
 // (apps.connections.open, then a websocket with hello, pings, envelopes and
 // acks), response_url webhooks, and helpers that sign HTTP-mode requests.
 //

@@ -176,7 +176,8 @@ type File struct {
 	MimeType string
 }
 
-// View is a modal opened with views.open.
+// View is a modal opened with views.open or views.push, as views.update
+// last left it.
 type View struct {
 	ID              string
 	TriggerID       string
