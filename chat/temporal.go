@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandbot/sandbot/session"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -42,6 +43,10 @@ type TemporalOptions struct {
 	DecisionKey []byte
 	// Now is the signing clock (default time.Now).
 	Now func() time.Time
+	// Namespace is the client's namespace, for the one call that needs it
+	// spelled out (ResetStickyTaskQueue, see query). Empty disables that
+	// fallback.
+	Namespace string
 }
 
 // NewTemporalSessions returns Sessions over c.
@@ -119,14 +124,53 @@ func (t *TemporalSessions) update(ctx context.Context, id, name string, arg sess
 
 // query runs one query on the latest run of id.
 func (t *TemporalSessions) query(ctx context.Context, id, name string, out any, args ...any) error {
-	v, err := t.client.QueryWorkflow(ctx, id, "", name, args...)
-	if err == nil {
-		err = v.Get(out)
+	first := ctx
+	if dl, ok := ctx.Deadline(); ok && t.opts.Namespace != "" {
+		// Keep half of the time for the retry below.
+		var cancel context.CancelFunc
+		first, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
+		defer cancel()
+	}
+	err := t.queryOnce(first, id, name, out, args...)
+	if err != nil && ctx.Err() == nil && t.opts.Namespace != "" && stuckQuery(err) {
+		// A query Temporal could not hand to any worker. The chaos suite
+		// saw a session's queries fail for minutes after worker deaths
+		// and server restarts while its updates went through: the server
+		// kept routing queries to a sticky queue (one worker process's
+		// cache) that no live worker polled. Resetting stickiness sends
+		// the next tasks, this query's retry included, to the session's
+		// normal task queue, which every worker polls.
+		_, rerr := t.client.WorkflowService().ResetStickyTaskQueue(ctx, &workflowservice.ResetStickyTaskQueueRequest{
+			Namespace: t.opts.Namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: id},
+		})
+		if rerr == nil {
+			err = t.queryOnce(ctx, id, name, out, args...)
+		}
 	}
 	if err != nil {
 		return translate(name, id, err)
 	}
 	return nil
+}
+
+func (t *TemporalSessions) queryOnce(ctx context.Context, id, name string, out any, args ...any) error {
+	v, err := t.client.QueryWorkflow(ctx, id, "", name, args...)
+	if err == nil {
+		err = v.Get(out)
+	}
+	return err
+}
+
+// stuckQuery reports whether a query failed for want of a worker to take
+// it (timed out, or no poller seen), rather than being answered with an
+// error.
+func stuckQuery(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var unavailable *serviceerror.Unavailable
+	var deadline *serviceerror.DeadlineExceeded
+	return errors.As(err, &deadline) || errors.As(err, &unavailable) || strings.Contains(err.Error(), "no poller seen")
 }
 
 // TurnState implements Sessions.

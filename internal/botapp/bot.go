@@ -117,7 +117,7 @@ func New(ctx context.Context, c client.Client, cfg *config.Config, opts Options,
 	}
 	// Turns, tool calls and approvals are counted from what the core reads
 	// and decides (see chat.MeterSessions).
-	sessions := chat.MeterSessions(chat.NewTemporalSessions(c, chat.TemporalOptions{TaskQueue: cfg.Temporal.TaskQueue, Indexed: indexed, DecisionKey: []byte(cfg.DecisionKey)}))
+	sessions := chat.MeterSessions(chat.NewTemporalSessions(c, chat.TemporalOptions{TaskQueue: cfg.Temporal.TaskQueue, Namespace: cfg.Temporal.Namespace, Indexed: indexed, DecisionKey: []byte(cfg.DecisionKey)}))
 	b.sessions = sessions
 	b.Core = chat.NewCore(chat.CoreConfig{
 		Start:          chat.StartDefaults{Settings: settings, Backend: cfg.Sandbox.Default},

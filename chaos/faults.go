@@ -1,0 +1,130 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Fault kinds. Each is injected at random moments of the run, drawn from
+// the run's seed; the log line of every injection names it, so a failing
+// run can be read back against its faults.
+const (
+	FaultWorkerKill    = "worker-sigkill"
+	FaultBotRestart    = "bot-restart"
+	FaultServerRestart = "temporal-restart"
+	FaultSocketDrop    = "slack-socket-drop"
+	FaultRateLimit     = "slack-429-storm"
+	FaultModel500      = "model-500s"
+	FaultModel401      = "model-401-window"
+)
+
+// AllFaults is every kind the suite knows, in a fixed order (the seed's
+// draws depend on it).
+var AllFaults = []string{FaultWorkerKill, FaultBotRestart, FaultServerRestart, FaultSocketDrop, FaultRateLimit, FaultModel500, FaultModel401}
+
+type injector struct {
+	s   *stack
+	w   *workload
+	rng *rand.Rand
+	cfg Config
+
+	mu     sync.Mutex
+	counts map[string]int
+	errs   []string
+}
+
+// run injects one fault every FaultEvery (±50 %) until ctx ends. Faults
+// run one at a time: each finishes (the killed process is back) before the
+// next is drawn, so the stack is never left without a worker host or a bot
+// for longer than one fault takes.
+func (in *injector) run(ctx context.Context) {
+	for {
+		d := in.cfg.FaultEvery/2 + time.Duration(in.rng.Int64N(int64(in.cfg.FaultEvery)))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		kind := in.pick()
+		if err := in.inject(ctx, kind); err != nil && ctx.Err() == nil {
+			in.mu.Lock()
+			in.errs = append(in.errs, fmt.Sprintf("%s: %v", kind, err))
+			in.mu.Unlock()
+		}
+	}
+}
+
+// weights make some faults likelier than others: process deaths and
+// platform trouble are common; a refused model key (which fails the turn
+// visibly, so the user asks again) and a server restart less so.
+var weights = map[string]int{FaultWorkerKill: 3, FaultBotRestart: 2, FaultServerRestart: 1, FaultSocketDrop: 2,
+	FaultRateLimit: 2, FaultModel500: 2, FaultModel401: 1}
+
+func (in *injector) pick() string {
+	total := 0
+	for _, k := range in.cfg.Faults {
+		total += max(weights[k], 1)
+	}
+	n := in.rng.IntN(total)
+	for _, k := range in.cfg.Faults {
+		if n -= max(weights[k], 1); n < 0 {
+			return k
+		}
+	}
+	return in.cfg.Faults[0]
+}
+
+func (in *injector) inject(ctx context.Context, kind string) error {
+	in.mu.Lock()
+	in.counts[kind]++
+	in.mu.Unlock()
+	log := in.s.log.With("fault", kind)
+	switch kind {
+	case FaultWorkerKill:
+		h := in.s.hosts[in.rng.IntN(len(in.s.hosts))]
+		down := time.Duration(200+in.rng.IntN(2000)) * time.Millisecond
+		log.Info("chaos: SIGKILL", "proc", h.name, "pid", h.pid(), "down", down)
+		h.kill()
+		sleep(ctx, down)
+		return h.start(ctx, in.s.workerBanner(h.name[len("worker-"):]))
+	case FaultBotRestart:
+		b := in.s.bots[in.rng.IntN(len(in.s.bots))]
+		log.Info("chaos: SIGKILL", "proc", b.name, "pid", b.pid())
+		b.kill()
+		sleep(ctx, time.Duration(in.rng.IntN(1500))*time.Millisecond)
+		return b.start(ctx, "")
+	case FaultServerRestart:
+		down := time.Duration(500+in.rng.IntN(2500)) * time.Millisecond
+		log.Info("chaos: Temporal server restart", "down", down)
+		return in.s.restartServer(ctx, down)
+	case FaultSocketDrop:
+		log.Info("chaos: every Socket Mode connection dropped")
+		in.s.slack.DropConnections()
+	case FaultRateLimit:
+		u, p := 3+in.rng.IntN(8), 1+in.rng.IntN(4)
+		log.Info("chaos: 429 storm", "chat.update", u, "chat.postMessage", p)
+		in.s.slack.RateLimit("chat.update", 1, u)
+		in.s.slack.RateLimit("chat.postMessage", 1, p)
+	case FaultModel500:
+		n := 2 + in.rng.IntN(5)
+		log.Info("chaos: model answers 500", "requests", n)
+		in.w.flaps.serverErrors(n)
+	case FaultModel401:
+		d := time.Duration(500+in.rng.IntN(1500)) * time.Millisecond
+		log.Info("chaos: model refuses the key (401)", "window", d)
+		in.w.flaps.authWindow(d)
+	default:
+		return fmt.Errorf("unknown fault %q", kind)
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

@@ -1,0 +1,271 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is one sandbot process of the stack (cmd/worker or cmd/bot). It can
+// be killed and started again with the same environment, which is how the
+// suite models a host that crashes and comes back. Its output goes to a
+// file per start in the run's directory.
+type proc struct {
+	name string
+	bin  string
+	dir  string
+	env  []string
+	// addr is its health listener (SANDBOT_METRICS_ADDR).
+	addr string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan struct{}
+	starts int
+}
+
+func newProc(name, bin, dir string, env []string) *proc {
+	p := &proc{name: name, bin: bin, dir: dir, env: env}
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "SANDBOT_METRICS_ADDR="); ok {
+			p.addr = v
+		}
+	}
+	return p
+}
+
+// start runs the process with exactly its environment (nothing inherited,
+// so no SANDBOT_* variable of the machine leaks in) and waits until it is
+// ready: banner printed (if set) and /readyz answering 200.
+func (p *proc) start(ctx context.Context, banner string) error {
+	p.mu.Lock()
+	p.starts++
+	f, err := os.Create(filepath.Join(p.dir, fmt.Sprintf("%s.%d.log", p.name, p.starts)))
+	if err != nil {
+		p.mu.Unlock()
+		return err
+	}
+	out := &syncBuffer{}
+	cmd := exec.Command(p.bin)
+	cmd.Dir = p.dir
+	cmd.Env = p.env
+	cmd.Stdout = io.MultiWriter(f, out)
+	cmd.Stderr = cmd.Stdout
+	// The children die with the suite, whatever kills it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		p.mu.Unlock()
+		_ = f.Close()
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); _ = f.Close(); close(exited) }()
+	p.cmd, p.out, p.exited = cmd, out, exited
+	p.mu.Unlock()
+	return p.waitReady(ctx, banner)
+}
+
+func (p *proc) waitReady(ctx context.Context, banner string) error {
+	hc := http.Client{Timeout: 5 * time.Second}
+	last := ""
+	for {
+		p.mu.Lock()
+		out, exited := p.out, p.exited
+		p.mu.Unlock()
+		select {
+		case <-exited:
+			return fmt.Errorf("%s exited before it was ready; output ends with:\n%s", p.name, tail(out.String(), 3000))
+		default:
+		}
+		ok := banner == "" || strings.Contains(out.String(), banner)
+		if ok && p.addr != "" {
+			resp, err := hc.Get("http://" + p.addr + "/readyz")
+			if err != nil {
+				ok, last = false, err.Error()
+			} else {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				ok, last = resp.StatusCode == http.StatusOK, fmt.Sprintf("%s: %s", resp.Status, b)
+			}
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready (last /readyz: %s): %w; output ends with:\n%s", p.name, last, ctx.Err(), tail(out.String(), 3000))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// running reports whether the process is up.
+func (p *proc) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exited == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// pid is the current process's ID (0 when not running).
+func (p *proc) pid() int {
+	if !p.running() {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid
+}
+
+// kill sends SIGKILL, as a crash or an OOM kill would, and waits.
+func (p *proc) kill() {
+	p.signal(syscall.SIGKILL, 0)
+}
+
+// stop sends SIGTERM and SIGKILL after 20 s.
+func (p *proc) stop() {
+	p.signal(syscall.SIGTERM, 20*time.Second)
+}
+
+func (p *proc) signal(sig syscall.Signal, grace time.Duration) {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	select {
+	case <-exited:
+		return
+	default:
+	}
+	_ = cmd.Process.Signal(sig)
+	if grace == 0 {
+		<-exited
+		return
+	}
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// output is what the current start printed so far.
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.out == nil {
+		return ""
+	}
+	return p.out.String()
+}
+
+// rssBytes is the resident set size of the running process (0 if not
+// running), from /proc.
+func (p *proc) rssBytes() int64 {
+	pid := p.pid()
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// freeAddr picks a free port on 127.0.0.1.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// buildCommands builds cmd/worker and cmd/bot of the module that contains
+// this package's source tree into dir.
+func buildCommands(ctx context.Context, root, dir string) (worker, bot string, err error) {
+	worker, bot = filepath.Join(dir, "sandbot-worker"), filepath.Join(dir, "sandbot-bot")
+	for pkg, out := range map[string]string{"./cmd/worker": worker, "./cmd/bot": bot} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return "", "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+		}
+	}
+	return worker, bot, nil
+}
+
+// moduleRoot finds the directory holding go.mod, from dir upwards.
+func moduleRoot(dir string) (string, error) {
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("no go.mod above %s: run the chaos suite from the sandbot source tree", dir)
+		}
+		d = parent
+	}
+}

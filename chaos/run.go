@@ -1,0 +1,373 @@
+// Package chaos runs sandbot's real parts together under load while faults
+// hit them at random moments, and counts from the fakes' own records
+// whether anything was lost or done twice.
+//
+// The stack is the one a team deploys, on one machine: the embedded
+// Temporal server (restartable), several cmd/worker processes with host IDs
+// of their own, two cmd/bot replicas on the Slack fake, the snapshot store
+// on a shared directory and the OpenAI fake. A seeded schedule kills
+// workers and bots with SIGKILL, restarts the Temporal server, drops every
+// Socket Mode connection, answers chat.update and chat.postMessage with 429,
+// and makes the model answer 500 or refuse its key; every user message is
+// delivered up to four times, redeliveries out of order.
+//
+// The evidence is what the fakes saw: the messages in the Slack fake, the
+// tool calls the model fake issued and the results it got back, and marker
+// files each command appends to in its workspace, read back by a last turn
+// of every session. Sandbot's own view of its sessions is not consulted.
+//
+// Run it with `go test ./chaos` (the short mode CI runs) or
+// `go test ./chaos -long` / `go run ./cmd/chaos`; docs/RELIABILITY.md has
+// the figures and how to reproduce them.
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+)
+
+// Config sizes a run.
+type Config struct {
+	// Seed draws everything random: the calls per turn, the redeliveries and
+	// the faults. The report prints it; the same seed replays the same
+	// schedule (the stack's own timing still varies).
+	Seed uint64
+	// Dir holds the run's state and logs; it must exist.
+	Dir string
+	// Sessions run at once, each Turns turns of 5–10 calls, every call
+	// approved by the session's owner.
+	Sessions, Turns int
+	// Hosts and Bots are how many cmd/worker and cmd/bot processes run.
+	Hosts, Bots int
+	// Faults are the kinds injected (AllFaults by default), one every
+	// FaultEvery on average.
+	Faults     []string
+	FaultEvery time.Duration
+	// MaxDeliveries is the most times one Slack event is delivered (4).
+	MaxDeliveries int
+	// TurnTimeout is how long a turn may take before it counts as lost.
+	TurnTimeout time.Duration
+	// Log receives the stack's and the faults' log lines.
+	Log *slog.Logger
+}
+
+// Short is the CI mode: a few minutes on two cores.
+func Short(seed uint64, dir string) Config {
+	return Config{Seed: seed, Dir: dir, Sessions: 6, Turns: 3, Hosts: 3, Bots: 2, Faults: AllFaults,
+		FaultEvery: 6 * time.Second, MaxDeliveries: 4, TurnTimeout: 5 * time.Minute}
+}
+
+// Long is the local mode whose figures docs/RELIABILITY.md reports.
+func Long(seed uint64, dir string) Config {
+	c := Short(seed, dir)
+	c.Sessions, c.Turns = 40, 8
+	c.FaultEvery = 5 * time.Second
+	return c
+}
+
+// Report is what a run found. The "must be zero" counts are failures.
+type Report struct {
+	Seed     uint64
+	Config   string
+	Duration time.Duration
+
+	Turns         int
+	Answered      int
+	FailedVisibly int // a turn failure shown on its card; the user asked again
+	Retries       int
+	// TurnsLost: the expected answer never posted (must be 0).
+	TurnsLost int
+	// AnswersTwice: an answer posted more than once (must be 0).
+	AnswersTwice int
+	// CommandsTwice: a command whose marker has more than one line (must be 0).
+	CommandsTwice int
+	// ChangesLost: a call whose result reached the model as completed, in a
+	// completed turn, whose marker is missing at the end (must be 0).
+	ChangesLost int
+	// PostedTwice: two bot messages in one thread with the same text
+	// (must be 0).
+	PostedTwice int
+	// RateViolations are the Slack fake's budget violations (must be 0).
+	RateViolations int
+	// SessionsUnverified: sessions whose final marker read never came back
+	// (must be 0).
+	SessionsUnverified int
+
+	Calls, Approvals int
+	FirstCard        [2]time.Duration // p50, p95
+	ToolCard         [2]time.Duration
+	Faults           map[string]int
+	FaultErrors      []string
+	WorkerRSS        int64 // the largest resident size seen, bytes
+	BotRSS           int64
+	HistoryBytes     int64 // the largest current-run history of a session
+	Problems         []string
+}
+
+// Failures lists the must-be-zero counts that are not.
+func (r Report) Failures() []string {
+	var out []string
+	check := func(name string, n int) {
+		if n != 0 {
+			out = append(out, fmt.Sprintf("%s: %d", name, n))
+		}
+	}
+	check("turns lost", r.TurnsLost)
+	check("answers posted twice", r.AnswersTwice)
+	check("commands run twice", r.CommandsTwice)
+	check("workspace changes lost", r.ChangesLost)
+	check("chat messages posted twice", r.PostedTwice)
+	check("rate-limit violations", r.RateViolations)
+	check("sessions whose markers could not be read back", r.SessionsUnverified)
+	check("fault injections that failed", len(r.FaultErrors))
+	return out
+}
+
+// Run builds the stack, runs the workload under faults and checks the
+// fakes' records.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	if len(cfg.Faults) == 0 {
+		cfg.Faults = AllFaults
+	}
+	rep := Report{Seed: cfg.Seed, Config: fmt.Sprintf("%d sessions × %d turns, %d worker hosts, %d bot replicas, a fault every ~%s",
+		cfg.Sessions, cfg.Turns, cfg.Hosts, cfg.Bots, cfg.FaultEvery)}
+	start := time.Now()
+	w := newWorkload(cfg)
+	s, err := startStack(ctx, cfg, w, cfg.Log)
+	if err != nil {
+		return rep, err
+	}
+	defer s.close()
+
+	rctx, stopFaults := context.WithCancel(ctx)
+	in := &injector{s: s, w: w, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 1)), counts: map[string]int{}}
+	var faultsDone sync.WaitGroup
+	faultsDone.Go(func() { in.run(rctx) })
+	var memDone sync.WaitGroup
+	memDone.Go(func() {
+		for {
+			for _, h := range s.hosts {
+				rep.WorkerRSS = max(rep.WorkerRSS, h.rssBytes())
+			}
+			for _, b := range s.bots {
+				rep.BotRSS = max(rep.BotRSS, b.rssBytes())
+			}
+			select {
+			case <-rctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	})
+
+	var users sync.WaitGroup
+	for i := range cfg.Sessions {
+		sid := fmt.Sprintf("s%02d", i+1)
+		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(i)+2))
+		users.Go(func() { w.driveSession(ctx, s, rng, sid) })
+	}
+	users.Wait()
+	stopFaults()
+	faultsDone.Wait()
+	memDone.Wait()
+	rep.Duration = time.Since(start)
+	w.check(s, &rep)
+	rep.Faults, rep.FaultErrors = in.counts, in.errs
+	rep.HistoryBytes = s.largestHistory(ctx)
+	return rep, nil
+}
+
+// check counts what the fakes recorded.
+func (w *workload) check(s *stack, rep *Report) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	sn := s.slack.Snapshot()
+	rep.RateViolations = len(sn.Violations)
+	for _, v := range sn.Violations {
+		rep.Problems = append(rep.Problems, "rate: "+v.Detail)
+	}
+	rep.Calls = len(w.calls)
+	for _, n := range w.clicks {
+		rep.Approvals += n
+	}
+	rep.FirstCard = [2]time.Duration{percentile(w.firstCard, 0.5), percentile(w.firstCard, 0.95)}
+	rep.ToolCard = [2]time.Duration{percentile(w.toolCard, 0.5), percentile(w.toolCard, 0.95)}
+
+	// Bot messages that can exist once only: a turn's answer, a turn's
+	// card (the one message naming its calls' marker files) and a turn's
+	// approval notice (its text names the turn). Failure notices and the
+	// like repeat legitimately across turns, so exact text is not enough.
+	botID := s.slack.Options().BotID
+	answers := map[string]int{}
+	cards := map[string]map[string]bool{} // call ID → messages showing it
+	notices := map[string]int{}
+	for _, m := range sn.Messages[channel] {
+		if m.BotID != botID {
+			continue
+		}
+		root := m.ThreadTS
+		if root == "" {
+			root = m.TS
+		}
+		text := messageText(m)
+		if am := answerRe.FindStringSubmatch(text); am != nil {
+			answers[am[1]+" "+am[2]]++
+		}
+		for _, id := range cardRe.FindAllStringSubmatch(text, -1) {
+			if cards[id[1]] == nil {
+				cards[id[1]] = map[string]bool{}
+			}
+			cards[id[1]][m.TS] = true
+		}
+		if strings.HasPrefix(text, "✋ A command of turn ") {
+			notices[root+" "+text]++
+		}
+	}
+	for k, n := range answers {
+		if n > 1 {
+			rep.AnswersTwice += n - 1
+			rep.Problems = append(rep.Problems, fmt.Sprintf("answer %s posted %d times", k, n))
+		}
+	}
+	for id, msgs := range cards {
+		if len(msgs) > 1 {
+			rep.PostedTwice += len(msgs) - 1
+			rep.Problems = append(rep.Problems, fmt.Sprintf("call %s shown on %d status messages", id, len(msgs)))
+		}
+	}
+	for k, n := range notices {
+		if n > 1 {
+			rep.PostedTwice += n - 1
+			rep.Problems = append(rep.Problems, fmt.Sprintf("approval notice posted %d times: %.200q", n, k))
+		}
+	}
+
+	// Markers, as the last turn of each session read them.
+	lines := map[string]int{}
+	verified := map[string]bool{}
+	for sid, out := range w.verified {
+		verified[sid] = true
+		for l := range strings.SplitSeq(out, "\n") {
+			l = strings.TrimSpace(l)
+			if markerRe.MatchString(l) {
+				lines[l]++
+			}
+		}
+	}
+	for id, n := range lines {
+		if n > 1 {
+			rep.CommandsTwice++
+			rep.Problems = append(rep.Problems, fmt.Sprintf("command %s ran %d times", id, n))
+		}
+	}
+	sessions := map[string]bool{}
+	for _, t := range w.turns {
+		sessions[t.Session] = true
+		rep.Turns++
+		rep.Retries += t.Retries
+		rep.FailedVisibly += t.Retries
+		switch t.Outcome {
+		case "answered":
+			rep.Answered++
+		default:
+			rep.TurnsLost++
+			rep.Problems = append(rep.Problems, fmt.Sprintf("turn %s %s: %s", t.Session, t.Turn, t.Outcome))
+		}
+	}
+	for sid := range sessions {
+		if !verified[sid] {
+			rep.SessionsUnverified++
+			rep.Problems = append(rep.Problems, "session "+sid+": the markers were never read back")
+		}
+	}
+	// A completed call of an answered turn left its marker.
+	for _, t := range w.turns {
+		if t.Outcome != "answered" || !verified[t.Session] {
+			continue
+		}
+		tok := t.Turn
+		if t.Retries > 0 {
+			tok = fmt.Sprintf("%sr%d", t.Turn, t.Retries)
+		}
+		for c := 1; c <= t.Calls; c++ {
+			id := fmt.Sprintf("%s%sc%d", t.Session, tok, c)
+			res, ok := w.results[id]
+			if !ok || !completedResult(res) {
+				continue
+			}
+			if lines[id] == 0 {
+				rep.ChangesLost++
+				rep.Problems = append(rep.Problems, fmt.Sprintf("call %s completed but its marker is gone (result %.200q)", id, res))
+			}
+		}
+	}
+	sort.Strings(rep.Problems)
+}
+
+var (
+	answerRe = regexpMust(`chaos answer (s\d+) (t\d+(?:r\d+)?) done`)
+	markerRe = regexpMust(`^s\d+t\d+(?:r\d+)?c\d+$`)
+	cardRe   = regexpMust(`\.m/(s\d+t\d+(?:r\d+)?c\d+)`)
+)
+
+// completedResult reports whether a tool result says the command ran to
+// its end with status 0.
+func completedResult(res string) bool {
+	return strings.Contains(res, "exit code: 0") && !strings.Contains(res, "interrupted")
+}
+
+// largestHistory is the largest history of a session's current run.
+func (s *stack) largestHistory(ctx context.Context) int64 {
+	var biggest int64
+	resp, err := s.cl.WorkflowService().ListWorkflowExecutions(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: s.ns, PageSize: 1000})
+	if err != nil {
+		return -1
+	}
+	for _, e := range resp.Executions {
+		d, err := s.cl.DescribeWorkflowExecution(ctx, e.GetExecution().GetWorkflowId(), "")
+		if err != nil {
+			continue
+		}
+		biggest = max(biggest, d.GetWorkflowExecutionInfo().GetHistorySizeBytes())
+	}
+	return biggest
+}
+
+// Markdown renders the report as docs/RELIABILITY.md's table.
+func (r Report) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Seed %d; %s; ran %s.\n\n", r.Seed, r.Config, r.Duration.Round(time.Second))
+	fmt.Fprintf(&b, "| measure | value |\n|---|---|\n")
+	row := func(k string, v any) { fmt.Fprintf(&b, "| %s | %v |\n", k, v) }
+	row("turns (answered / failed visibly, asked again)", fmt.Sprintf("%d (%d / %d)", r.Turns, r.Answered, r.FailedVisibly))
+	row("tool calls issued / approvals clicked", fmt.Sprintf("%d / %d", r.Calls, r.Approvals))
+	row("turns lost (must be 0)", r.TurnsLost)
+	row("answers posted twice (must be 0)", r.AnswersTwice)
+	row("commands run twice (must be 0)", r.CommandsTwice)
+	row("workspace changes lost from completed turns (must be 0)", r.ChangesLost)
+	row("chat messages posted twice (must be 0)", r.PostedTwice)
+	row("Slack rate-limit violations (must be 0)", r.RateViolations)
+	row("message → first status card, p50 / p95", fmt.Sprintf("%s / %s", r.FirstCard[0].Round(time.Millisecond), r.FirstCard[1].Round(time.Millisecond)))
+	row("tool done → card shows it, p50 / p95", fmt.Sprintf("%s / %s", r.ToolCard[0].Round(time.Millisecond), r.ToolCard[1].Round(time.Millisecond)))
+	row("largest session history (current run)", fmt.Sprintf("%d KB", r.HistoryBytes/1024))
+	row("worker / bot resident memory, max", fmt.Sprintf("%d MB / %d MB", r.WorkerRSS>>20, r.BotRSS>>20))
+	var kinds []string
+	for k, n := range r.Faults {
+		kinds = append(kinds, fmt.Sprintf("%s ×%d", k, n))
+	}
+	sort.Strings(kinds)
+	row("faults injected", strings.Join(kinds, ", "))
+	return b.String()
+}

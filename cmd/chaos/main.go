@@ -1,0 +1,66 @@
+// Command chaos runs sandbot's chaos suite (package chaos) and prints its
+// report as Markdown: go run ./cmd/chaos [-long] [-seed N]. Run it from the
+// source tree; it builds cmd/worker and cmd/bot itself.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"time"
+
+	"github.com/sandbot/sandbot/chaos"
+)
+
+func main() {
+	long := flag.Bool("long", false, "the long mode (docs/RELIABILITY.md's figures)")
+	seed := flag.Uint64("seed", 0, "seed (0: from the clock)")
+	keep := flag.Bool("keep", false, "keep the run's directory (state and logs)")
+	flag.Parse()
+	if err := run(*long, *seed, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
+}
+
+func run(long bool, seed uint64, keep bool) error {
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	dir, err := os.MkdirTemp("", "sandbot-chaos-")
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer os.RemoveAll(dir)
+	}
+	cfg := chaos.Short(seed, dir)
+	if long {
+		cfg = chaos.Long(seed, dir)
+	}
+	f, err := os.Create(filepath.Join(dir, "chaos.log"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cfg.Log = slog.New(slog.NewTextHandler(f, nil))
+	fmt.Fprintf(os.Stderr, "chaos: seed %d, state and logs in %s\n", seed, dir)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := chaos.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Print(rep.Markdown())
+	for _, p := range rep.Problems {
+		fmt.Println("-", p)
+	}
+	if fails := rep.Failures(); len(fails) > 0 {
+		return fmt.Errorf("seed %d: %v", seed, fails)
+	}
+	return nil
+}
