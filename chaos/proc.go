@@ -171,16 +171,6 @@ func (p *proc) signal(sig syscall.Signal, grace time.Duration) {
 	}
 }
 
-// output is what the current start printed so far.
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.out == nil {
-		return ""
-	}
-	return p.out.String()
-}
-
 // rssBytes is the resident set size of the running process (0 if not
 // running), from /proc.
 func (p *proc) rssBytes() int64 {

@@ -61,7 +61,6 @@ type workload struct {
 	shown    map[string]bool // calls whose done state a card has shown
 	turns    []turnRecord
 	clicks   map[string]int // approval button value → clicks
-	reasked  []string
 }
 
 type turnRecord struct {
