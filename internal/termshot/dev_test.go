@@ -31,8 +31,9 @@ func buildDev(t *testing.T) string {
 // way a newcomer first meets sandbot: the full-screen app opens with the
 // dev banner inside it, a typed task asks for approval in the approval
 // bar, the bar's key approves it, the answer and "Done" appear, a second
-// task brings the bar back, and Ctrl-C leaves with status 0 and the
-// banner printed on the normal screen. The screen at the second approval
+// task brings the bar back; its call opens in the details view (Tab,
+// Enter), the session is in the picker (Ctrl-S), and Ctrl-C leaves with
+// status 0 and the banner printed on the normal screen. The screen at the second approval
 // is the README's screenshot; it is rendered here too.
 func TestDevFullScreenEndToEnd(t *testing.T) {
 	bin := buildDev(t)
@@ -67,6 +68,32 @@ func TestDevFullScreenEndToEnd(t *testing.T) {
 	var buf bytes.Buffer
 	if err := png.Encode(&buf, img); err != nil {
 		t.Fatal(err)
+	}
+
+	// Approve the second task, inspect its tool call, then find the
+	// session in the picker: what a newcomer does next, from the hints on
+	// screen.
+	steps := []struct {
+		what, keys string
+		cond       func(string) bool
+	}{
+		{"the second answer", "y", func(s string) bool {
+			return strings.Contains(s, "mkdir -p notes && mv hello.txt notes/ && ls -l notes · ") && strings.Contains(s, "exit 0") && !strings.Contains(s, "Approval needed")
+		}},
+		{"the tool-call picker", "\t", all("pick a tool call")},
+		{"the details view", "\r", all("Tool call 1 of 1: shell (completed)", "Command 1:", "Output:", "hello.txt", "Esc back")},
+		{"the tool-call picker again", "\x1b", all("pick a tool call")},
+		{"the input line again", "\x1b", all("Type a task")},
+		{"the session picker", "\x13", all("Sessions", "+ New session", "default ", "2 turns", "idle")},
+		{"the conversation again", "\x1b", all("Type a task", "session default")},
+	}
+	for _, st := range steps {
+		if err := term.Type(st.keys); err != nil {
+			t.Fatal(err)
+		}
+		if err := term.WaitFor(ctx, st.what, st.cond); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	if err := term.Type("\x03"); err != nil {
