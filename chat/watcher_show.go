@@ -258,7 +258,9 @@ func (w *watcher) limit(ctx context.Context) bool {
 // record tells the session which message shows its turn, so a restarted
 // bot edits it instead of posting another.
 func (w *watcher) record(ctx context.Context, turn int, kind, ref string) {
-	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	// What was posted is recorded even when the bot is shutting down
+	// (ctx cancelled by Close): otherwise the next bot posts it again.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.CallTimeout)
 	defer cancel()
 	if err := w.feed.RecordChatRef(cctx, w.id, session.ChatRefRequest{Turn: turn, Kind: kind, Ref: ref}); err != nil {
 		w.log.Warn("watcher: record chat ref", "kind", kind, "turn", turn, "err", err)
