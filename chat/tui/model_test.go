@@ -211,6 +211,9 @@ func TestToolCallsRedrawnInPlaceAndDetails(t *testing.T) {
 	if s := screen(m); !strings.Contains(s, "NEEDLE here") {
 		t.Errorf("search did not scroll to the match:\n%s", s)
 	}
+	if raw := screenRaw(m); !strings.Contains(raw, "\x1b[7mNEEDLE") {
+		t.Errorf("the match is not highlighted: %q", raw)
+	}
 	press(m, "esc", "esc")
 	if m.mode != modeChat {
 		t.Errorf("esc esc: mode %d", m.mode)

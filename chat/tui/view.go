@@ -409,7 +409,36 @@ func (m *model) detailsText(query string) string {
 		fmt.Fprintf(&b, "\nError:\n%s\n", safe(c.Error))
 	}
 	fmt.Fprintf(&b, "\nOutput:\n%s\n", safe(c.Output))
-	return wrap(b.String(), m.w)
+	return highlight(wrap(b.String(), m.w), query)
+}
+
+// highlight shows every match of query (any case) in reverse video, line
+// by line; the text is already neutralised, so query cannot inject.
+func highlight(s, query string) string {
+	if query == "" {
+		return s
+	}
+	q := strings.ToLower(query)
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		low := strings.ToLower(l)
+		if len(low) != len(l) || !strings.Contains(low, q) {
+			continue // no match, or case folding changed byte offsets
+		}
+		var b strings.Builder
+		for {
+			j := strings.Index(low, q)
+			if j < 0 {
+				break
+			}
+			b.WriteString(l[:j])
+			b.WriteString(styleSel.Render(l[j : j+len(q)]))
+			l, low = l[j+len(q):], low[j+len(q):]
+		}
+		b.WriteString(l)
+		lines[i] = b.String()
+	}
+	return strings.Join(lines, "\n")
 }
 
 func (m *model) viewDetails() string {
