@@ -348,27 +348,28 @@ func (s *signals) nextLocked(t *threadSignals, now time.Time) (send func(context
 	}
 	// The session first: its processing state is what offers the stop.
 	if agentOn && t.want.agent != t.sent.agent {
-		v := t.want.agent
-		return func(ctx context.Context) { s.sendAgent(ctx, t, v) }, 0
+		return func(ctx context.Context) { s.sendAgent(ctx, t) }, 0
 	}
 	if statusOn && t.want.status != t.sent.status {
-		v := t.want.status
-		return func(ctx context.Context) { s.sendStatus(ctx, t, v) }, 0
+		return func(ctx context.Context) { s.sendStatus(ctx, t) }, 0
 	}
 	if statusOn && t.want.status == statusWorking && t.sent.status == statusWorking && now.Sub(t.seen) < refreshFor {
 		if due := t.statusAt.Add(s.refresh).Sub(now); due > 0 {
 			return nil, due
 		}
-		return func(ctx context.Context) { s.sendStatus(ctx, t, statusWorking) }, 0
+		return func(ctx context.Context) { s.sendStatus(ctx, t) }, 0
 	}
 	return nil, 0
 }
 
-func (s *signals) sendStatus(ctx context.Context, t *threadSignals, v string) {
+// sendStatus and sendAgent send the thread's newest wish once the budget
+// allows a call (the wish may have changed while they waited).
+func (s *signals) sendStatus(ctx context.Context, t *threadSignals) {
 	if err := s.status.acquire(ctx); err != nil {
 		return
 	}
 	s.mu.Lock()
+	v := t.want.status
 	t.sending, t.postedMeanwhile = true, false
 	s.mu.Unlock()
 	err := s.a.api.SetAssistantThreadsStatusContext(ctx, slackgo.AssistantThreadsSetStatusParameters{
@@ -390,12 +391,12 @@ func (s *signals) sendStatus(ctx context.Context, t *threadSignals, v string) {
 	s.refusedLocked(ctx, t, "status", "assistant.threads.setStatus", err, s.status)
 }
 
-func (s *signals) sendAgent(ctx context.Context, t *threadSignals, v string) {
+func (s *signals) sendAgent(ctx context.Context, t *threadSignals) {
 	if err := s.agent.acquire(ctx); err != nil {
 		return
 	}
 	s.mu.Lock()
-	initiator := t.initiator
+	v, initiator := t.want.agent, t.initiator
 	t.agentSending, t.agentStale = true, false
 	s.mu.Unlock()
 	res, err := s.a.api.SetAgentSessionStatusContext(ctx, slackgo.AgentSessionSetStatusParameters{

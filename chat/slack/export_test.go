@@ -13,3 +13,14 @@ func SetNameClock(a *Adapter, now func() time.Time) { a.names.now = now }
 // (none runs: nothing is left to send, and no working status waits for
 // its refresh).
 func WaitSignals(ctx context.Context, a *Adapter) error { return a.signals.wait(ctx) }
+
+// SpendStreamStarts spends a's chat.startStream/stopStream budget, as a
+// busy workspace would.
+func SpendStreamStarts(ctx context.Context, a *Adapter) error {
+	for a.streams.starts.wouldWait() == 0 {
+		if err := a.streams.starts.acquire(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/internal/lru"
+	"github.com/sandbot/sandbot/chat/internal/pace"
 	"github.com/sandbot/sandbot/chat/internal/safetext"
 	"github.com/sandbot/sandbot/internal/metrics"
 	"github.com/sandbot/sandbot/session"
@@ -41,14 +43,18 @@ import (
 // Streaming limits.
 const (
 	streamStartsPerMinute  = 20
+	streamBurst            = 6
 	streamAppendsPerMinute = 100
 	// maxStreamText is markdown_text's limit per call.
 	maxStreamText = 12000
 	// streamEndWait bounds how long EndTurn waits for the stream's last
 	// task updates before it gives the answer up to a normal post.
 	streamEndWait = 10 * time.Second
-	maxTaskTitle  = 150
-	maxTaskOutput = 600
+	// streamStopWait is the longest EndTurn waits for the Tier 2 budget
+	// to stop the stream with the answer in it.
+	streamStopWait = 2 * time.Second
+	maxTaskTitle   = 150
+	maxTaskOutput  = 600
 )
 
 // streams runs the streamed messages of turns. Safe for concurrent use.
@@ -80,7 +86,10 @@ type turnStream struct {
 func newStreams(a *Adapter, on bool) *streams {
 	return &streams{
 		a: a, on: on,
-		starts:  newUpdateBudget(streamStartsPerMinute, budgetWindow),
+		// Tier 2, in bursts of streamBurst (a turn spends one start and
+		// one stop).
+		starts: &updateBudget{perMinute: streamStartsPerMinute, window: budgetWindow, now: time.Now,
+			smooth: pace.NewBucket(budgetWindow/streamStartsPerMinute, streamBurst)},
 		appends: newUpdateBudget(streamAppendsPerMinute, budgetWindow),
 		m:       map[string]*turnStream{},
 		ended:   lru.New[string, int](10000),
@@ -178,6 +187,11 @@ func (s *streams) start(ctx context.Context, st *turnStream, chunks []slackgo.St
 	if !ok {
 		return fmt.Errorf("no recipient: nobody wrote to this thread through this bot process")
 	}
+	// A stream is a bonus: it starts only when the Tier 2 budget has room
+	// now, which keeps room for the stops of the streams already open.
+	if d := s.starts.wouldWait(); d > 0 {
+		return fmt.Errorf("chat.startStream budget spent for %v", d)
+	}
 	if err := s.starts.acquire(ctx); err != nil {
 		return err
 	}
@@ -249,25 +263,47 @@ func (s *streams) end(ctx context.Context, th chat.Thread, ts session.TurnState,
 	s.mu.Unlock()
 	text := neutralizeMarkdown(answer)
 	took := text != "" && TextLen(text) <= maxStreamText
-	opts := []slackgo.MsgOption{}
+	var base []slackgo.MsgOption // the last task updates
 	if len(chunks) > 0 {
-		opts = append(opts, slackgo.MsgOptionChunks(chunks...))
+		base = append(base, slackgo.MsgOptionChunks(chunks...))
 	}
+	opts := base
 	if took {
-		opts = append(opts, slackgo.MsgOptionMarkdownText(text))
+		opts = append(slices.Clip(base), slackgo.MsgOptionMarkdownText(text))
 	}
-	if err := s.starts.acquire(ctx); err != nil {
+	stop := func(ctx context.Context, opts []slackgo.MsgOption) error {
+		if err := s.starts.acquire(ctx); err != nil {
+			return err
+		}
+		return s.a.callOnce(ctx, "chat.stopStream", func(ctx context.Context) error {
+			_, _, err := s.a.api.StopStreamContext(ctx, th.Channel, st.ts, opts...)
+			return err
+		})
+	}
+	if d := s.starts.wouldWait(); d > streamStopWait {
+		// The answer must not wait for the budget: it is posted as usual,
+		// and the stream is stopped (without it) when the budget allows.
+		s.a.signals.track()
+		go func() {
+			defer s.a.signals.untrack()
+			if err := stop(s.a.runContext(), base); err != nil {
+				s.a.log.Info("slack: stopping the turn's stream failed", "thread_id", th.ID(), "turn", ts.Turn, "err", err)
+			}
+		}()
 		return "", false
 	}
-	err := s.a.callOnce(ctx, "chat.stopStream", func(ctx context.Context) error {
-		_, _, err := s.a.api.StopStreamContext(ctx, th.Channel, st.ts, opts...)
-		return err
-	})
-	if err != nil {
+	if err := stop(ctx, opts); err != nil {
 		s.a.log.Info("slack: stopping the turn's stream failed; its answer is posted as usual", "thread_id", th.ID(), "turn", ts.Turn, "err", err)
 		return "", false
 	}
 	return st.ts, took
+}
+
+// wouldWait is how long b would make a call wait now.
+func (b *updateBudget) wouldWait() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.delayLocked(b.now())
 }
 
 // halted marks the streams Slack stopped on a user's native stop: no more

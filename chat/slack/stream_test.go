@@ -158,3 +158,23 @@ func TestNativeStopHaltsTheStream(t *testing.T) {
 		t.Fatalf("stream state %q, want halted", st.State)
 	}
 }
+
+// With the Tier 2 budget spent (a busy workspace), a turn is not streamed:
+// its answer is posted as usual, nothing waits, and Slack sees no call
+// over its rate.
+func TestStreamYieldsToTheBudget(t *testing.T) {
+	env, _, th, _ := nativeEnv(t, fakeslack.Options{}, streamingOn)
+	ctx := testCtx(t)
+	a := env.Adapter
+	if err := slack.SpendStreamStarts(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	a.ObserveTurn(th, withCall(1, 1, session.CallRunning, nil))
+	// EndTurn waits for the turn's stream sender, which gave up at once.
+	if _, took := a.EndTurn(ctx, th, ended(1), "Done."); took {
+		t.Fatal("a stream took the answer with the budget spent")
+	}
+	if n := len(env.Fake.Snapshot().AllCallsTo("chat.startStream")); n != 0 {
+		t.Fatalf("%d chat.startStream calls with the budget spent", n)
+	}
+}
