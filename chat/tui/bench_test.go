@@ -31,3 +31,34 @@ func BenchmarkFrame(b *testing.B) {
 		_ = m.View()
 	}
 }
+
+// BenchmarkOpenSession is opening a session of 1,000 turns: its history
+// (a task, a command and a Markdown answer per turn) arrives and the first
+// frame shows it. Only the UI goroutine's share is timed: the history is
+// drawn by a command off it (reported as draw-ns/op).
+func BenchmarkOpenSession(b *testing.B) {
+	var h []session.HistoryEntry
+	for i := range 1000 {
+		h = append(h,
+			session.HistoryEntry{Turn: i + 1, Msg: session.Message{Role: "user", Content: fmt.Sprintf("task %d: fix the build", i)}},
+			session.HistoryEntry{Turn: i + 1, Msg: session.Message{Role: "assistant", ToolCalls: []session.ToolCall{{ID: "c", Name: "shell", Arguments: `{"commands":["go build ./..."]}`}}}},
+			session.HistoryEntry{Turn: i + 1, Msg: session.Message{Role: "tool", Content: "ok"}},
+			session.HistoryEntry{Turn: i + 1, Msg: session.Message{Role: "assistant", Content: fmt.Sprintf("Turn %d: **done**, see `main.go`.\n\n```go\nfunc main() {}\n```", i)}},
+		)
+	}
+	var draw time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		m, _ := newTestModel(b)
+		b.StartTimer()
+		_, cmd := m.Update(historyMsg{th: th, entries: h})
+		b.StopTimer()
+		start := time.Now()
+		ready := cmd()
+		draw += time.Since(start)
+		b.StartTimer()
+		m.Update(ready)
+		_ = m.View()
+	}
+	b.ReportMetric(float64(draw.Nanoseconds())/float64(b.N), "draw-ns/op")
+}

@@ -22,13 +22,17 @@ func TestOpeningASessionShowsItsHistory(t *testing.T) {
 	}
 	typeText(m, "third task")
 	press(m, "enter")
-	m.Update(historyMsg{th: th, entries: []session.HistoryEntry{
+	_, cmd := m.Update(historyMsg{th: th, entries: []session.HistoryEntry{
 		{Turn: 1, Msg: session.Message{Role: "user", Content: "first task"}},
 		{Turn: 1, Msg: session.Message{Role: "assistant", ToolCalls: []session.ToolCall{{ID: "c", Name: "shell", Arguments: `{"commands":["make test"]}`}}}},
 		{Turn: 1, Msg: session.Message{Role: "tool", Content: "ok all passed", ToolCallID: "c"}},
 		{Turn: 1, Msg: session.Message{Role: "assistant", Content: "All **tests** pass."}},
 		{Turn: 2, Msg: session.Message{Role: "user", Content: "third task"}}, // typed above, already shown
 	}})
+	if strings.Contains(screen(m), "first task") {
+		t.Fatal("history shown before it was drawn off the UI goroutine")
+	}
+	do(m, cmd)
 	s := screen(m)
 	first, ran, answer, third := strings.Index(s, "first task"), strings.Index(s, "$ make test"), strings.Index(s, "All tests pass."), strings.Index(s, "third task")
 	if first < 0 || ran < first || answer < ran || third < answer {

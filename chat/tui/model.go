@@ -244,7 +244,21 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		t.dirty = true
 		return m, nil
 	case historyMsg:
-		m.thread(msg.th).prepend(historyItems(msg.entries))
+		// A long session's history is drawn off the UI goroutine (Glamour
+		// takes most of a second for 1,000 answers); the items are handed
+		// over with historyReadyMsg and only touched here after that.
+		items, w := historyItems(msg.entries), max(m.w, 20)
+		th := msg.th
+		return m, func() tea.Msg {
+			md := newMarkdown()
+			for _, it := range items {
+				it.out, _ = renderText(it, w, md)
+				it.lines, it.w = strings.Split(it.out, "\n"), w
+			}
+			return historyReadyMsg{th: th, items: items}
+		}
+	case historyReadyMsg:
+		m.thread(msg.th).prepend(msg.items)
 		return m, nil
 	case turnMsg:
 		t := m.thread(msg.th)

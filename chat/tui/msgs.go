@@ -36,6 +36,11 @@ type (
 		th      chat.Thread
 		entries []session.HistoryEntry
 	}
+	// historyReadyMsg is that transcript drawn, ready to show.
+	historyReadyMsg struct {
+		th    chat.Thread
+		items []*item
+	}
 	turnMsg struct {
 		th chat.Thread
 		ts session.TurnState

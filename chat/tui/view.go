@@ -74,22 +74,32 @@ func (m *model) lastTurnItem(t *thread) *item {
 }
 
 func (m *model) renderItem(it *item, w int) string {
-	switch it.kind {
-	case "user":
-		return styleUser.Render("you ›") + " " + wrap(safe(it.text), w-6)
-	case "notice":
-		return styleDim.Render(wrap("· "+safe(it.text), w))
-	case "intro":
-		return styleDim.Render(wrap(safe(it.text), w))
-	case "ran":
-		return styleDim.Render(truncateWidth("  $ "+safetext.Line(it.text), w))
-	case "text":
-		return m.md.render(it.text, w)
+	if s, ok := renderText(it, w, m.md); ok {
+		return s
 	}
 	if it.ts != nil {
 		return m.renderTurn(nil, it, w)
 	}
 	return m.renderCard(it.card, w)
+}
+
+// renderText draws the items that are text alone (no turn state, no
+// card): it needs nothing of the model, so a session's history can be
+// drawn off the UI goroutine with a renderer of its own.
+func renderText(it *item, w int, md *markdown) (string, bool) {
+	switch it.kind {
+	case "user":
+		return styleUser.Render("you ›") + " " + wrap(safe(it.text), w-6), true
+	case "notice":
+		return styleDim.Render(wrap("· "+safe(it.text), w)), true
+	case "intro":
+		return styleDim.Render(wrap(safe(it.text), w)), true
+	case "ran":
+		return styleDim.Render(truncateWidth("  $ "+safetext.Line(it.text), w)), true
+	case "text":
+		return md.render(it.text, w), true
+	}
+	return "", false
 }
 
 // renderCard draws a command's reply card (no turn state behind it).
