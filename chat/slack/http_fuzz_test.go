@@ -35,10 +35,18 @@ import (
 type panicLog struct {
 	mu     sync.Mutex
 	panics []string
+	// unreadable counts Socket Mode envelopes the adapter reported it
+	// could not read (they are not acked).
+	unreadable int
 }
 
 func (p *panicLog) Enabled(context.Context, slog.Level) bool { return true }
 func (p *panicLog) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "unreadable socket mode message") {
+		p.mu.Lock()
+		p.unreadable++
+		p.mu.Unlock()
+	}
 	if strings.Contains(r.Message, "panic") {
 		var b strings.Builder
 		b.WriteString(r.Message)
@@ -51,6 +59,12 @@ func (p *panicLog) Handle(_ context.Context, r slog.Record) error {
 }
 func (p *panicLog) WithAttrs([]slog.Attr) slog.Handler { return p }
 func (p *panicLog) WithGroup(string) slog.Handler      { return p }
+
+func (p *panicLog) unreadables() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.unreadable
+}
 
 func (p *panicLog) take() []string {
 	p.mu.Lock()
@@ -70,11 +84,14 @@ type httpFuzz struct {
 	secret string
 }
 
-func newHTTPFuzz(f *testing.F) *httpFuzz {
+func newHTTPFuzz(f *testing.F) *httpFuzz { return newFuzzEnv(f, slack.ModeHTTP) }
+
+// newFuzzEnv runs an adapter in mode (slack.ModeHTTP or Socket Mode, "").
+func newFuzzEnv(f *testing.F, mode slack.Mode) *httpFuzz {
 	f.Helper()
 	h := &httpFuzz{log: &panicLog{}, core: newRecCore()}
 	h.env = slacktest.New(f, slacktest.Options{
-		Config: func(c *slack.Config) { c.Mode = slack.ModeHTTP },
+		Config: func(c *slack.Config) { c.Mode = mode },
 		Log:    slog.New(h.log),
 	})
 	h.env.Run(h.core)
@@ -250,45 +267,43 @@ func FuzzSlackEvents(f *testing.F) {
 		default:
 			t.Fatalf("status %d", status)
 		}
-		var ev struct {
-			Type  string `json:"type"`
-			Event struct {
-				Type, User, Channel, TS, ThreadTS string
-			} `json:"event"`
-		}
-		_ = json.Unmarshal(body, &ev)
-		ev.Event.ThreadTS = jsonField(body, "thread_ts")
-		inner := ev.Event.Type
-		if ev.Type != "event_callback" || (inner != "app_mention" && inner != "message" && inner != "agent_session_stopped") {
-			if now != was {
-				t.Fatalf("a %q/%q event changed state: %+v → %+v", ev.Type, inner, was, now)
-			}
-			return
-		}
-		for _, m := range h.core.Record().Messages[was.messages:] {
-			if inner == "agent_session_stopped" || m.EventID == "" || m.User.ID == "" || m.Thread.Channel == "" || m.Thread.Thread == "" || m.Ref == "" {
-				t.Fatalf("the core got a message with no user, place or event: %+v", m)
-			}
-		}
-		for _, a := range h.core.Record().Actions[was.actions:] {
-			if inner != "agent_session_stopped" || a.ID != chat.ActionStop || a.User.ID == "" || a.Thread.Channel == "" || a.Thread.Thread == "" {
-				t.Fatalf("the core got an action from a %q event: %+v", inner, a)
-			}
-		}
-		if now.commands != was.commands {
-			t.Fatalf("an event ran a command")
-		}
+		checkEvent(t, h, body, was, now)
 	})
 }
 
-// jsonField is a top-level or event field's string value, "" if absent.
-func jsonField(body []byte, key string) string {
-	var m struct {
-		Event map[string]any `json:"event"`
+// checkEvent asserts what an accepted Events API body may have done: a
+// message (from a user, in a channel, at a ts, with an event ID) or a stop
+// from a message or app_mention or agent_session_stopped callback, and
+// nothing from anything else.
+func checkEvent(t *testing.T, h *httpFuzz, body []byte, was, now state) {
+	t.Helper()
+	var ev struct {
+		Type  string `json:"type"`
+		Event struct {
+			Type string `json:"type"`
+		} `json:"event"`
 	}
-	_ = json.Unmarshal(body, &m)
-	s, _ := m.Event[key].(string)
-	return s
+	_ = json.Unmarshal(body, &ev)
+	inner := ev.Event.Type
+	if ev.Type != "event_callback" || (inner != "app_mention" && inner != "message" && inner != "agent_session_stopped") {
+		if now != was {
+			t.Fatalf("a %q/%q event changed state: %+v → %+v", ev.Type, inner, was, now)
+		}
+		return
+	}
+	for _, m := range h.core.Record().Messages[was.messages:] {
+		if inner == "agent_session_stopped" || m.EventID == "" || m.User.ID == "" || m.Thread.Channel == "" || m.Thread.Thread == "" || m.Ref == "" {
+			t.Fatalf("the core got a message with no user, place or event: %+v", m)
+		}
+	}
+	for _, a := range h.core.Record().Actions[was.actions:] {
+		if inner != "agent_session_stopped" || a.ID != chat.ActionStop || a.User.ID == "" || a.Thread.Channel == "" || a.Thread.Thread == "" {
+			t.Fatalf("the core got an action from a %q event: %+v", inner, a)
+		}
+	}
+	if now.commands != was.commands {
+		t.Fatalf("an event ran a command")
+	}
 }
 
 // FuzzSlackInteraction posts signed interactivity requests whose payload
@@ -354,25 +369,33 @@ func FuzzSlackInteraction(f *testing.F) {
 		default:
 			t.Fatalf("status %d", status)
 		}
-		var cb struct {
-			Type string `json:"type"`
-		}
-		_ = json.Unmarshal(payload, &cb)
-		rec := h.core.Record()
-		for _, a := range rec.Actions[was.actions:] {
-			if (cb.Type != "block_actions" && cb.Type != "view_submission") || a.User.ID == "" || a.Thread.Channel == "" || a.Thread.Thread == "" {
-				t.Fatalf("the core got an action without a user or a thread from a %q payload: %+v", cb.Type, a)
-			}
-		}
-		for _, c := range rec.Commands[was.commands:] {
-			if cb.Type != "message_action" || c.Cmd.Name != chat.CmdFork || c.User.ID == "" || c.Thread.Channel == "" || c.Thread.Thread == "" {
-				t.Fatalf("the core got a command without a user or a thread from a %q payload: %+v", cb.Type, c)
-			}
-		}
-		if now.messages != was.messages {
-			t.Fatalf("an interaction sent a message")
-		}
+		checkInteraction(t, h, payload, was, now)
 	})
+}
+
+// checkInteraction asserts what an accepted interaction payload may have
+// done: an action from a click or a submission, a /fork from the shortcut,
+// each with a user and a thread; never a message.
+func checkInteraction(t *testing.T, h *httpFuzz, payload []byte, was, now state) {
+	t.Helper()
+	var cb struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(payload, &cb)
+	rec := h.core.Record()
+	for _, a := range rec.Actions[was.actions:] {
+		if (cb.Type != "block_actions" && cb.Type != "view_submission") || a.User.ID == "" || a.Thread.Channel == "" || a.Thread.Thread == "" {
+			t.Fatalf("the core got an action without a user or a thread from a %q payload: %+v", cb.Type, a)
+		}
+	}
+	for _, c := range rec.Commands[was.commands:] {
+		if cb.Type != "message_action" || c.Cmd.Name != chat.CmdFork || c.User.ID == "" || c.Thread.Channel == "" || c.Thread.Thread == "" {
+			t.Fatalf("the core got a command without a user or a thread from a %q payload: %+v", cb.Type, c)
+		}
+	}
+	if now.messages != was.messages {
+		t.Fatalf("an interaction sent a message")
+	}
 }
 
 // FuzzSlackCommand posts signed slash-command forms. The adapter answers
