@@ -61,6 +61,9 @@ func (a *Adapter) onViewOutput(ctx context.Context, cb slackgo.InteractionCallba
 	if !located(th) {
 		return errors.New("slack: a View output click names no thread; ignored")
 	}
+	if !located(th) {
+		return fmt.Errorf("slack: a View output click names no thread (modal %t); ignored", inModal)
+	}
 	viewer, ok := a.core.(outputViewer)
 	if !ok {
 		return action.Reply(ctx, "This bot cannot show tool output here; use /history.")
