@@ -3,6 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,7 @@ func FuzzUpdatePayload(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which uint8, payload []byte) {
 		name := fuzzUpdates[int(which)%len(fuzzUpdates)]
+		goroutines := runtime.NumGoroutine()
 		h := newHarness(t, shellCall("c1", "rm -rf build"), final("Cleaned."))
 		h.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&validateOnly{}}})
 		h.at(0, func() { h.send("e1", "clean the build") })
@@ -157,6 +159,7 @@ func FuzzUpdatePayload(f *testing.F) {
 		})
 		h.destroyAt(time.Hour)
 		h.run(h.input(session.ApproveAlways))
+		noLeak(t, goroutines)
 
 		if before.Pending == nil || before.Pending.CallID != "c1" {
 			t.Fatalf("the turn was not waiting for approval of c1: %+v", before)
@@ -180,4 +183,19 @@ func FuzzUpdatePayload(f *testing.F) {
 			t.Fatalf("refused update %s ran something", name)
 		}
 	})
+}
+
+// noLeak fails t if, within a bounded wait, the process does not get back
+// to at most before goroutines: the workflow's coroutines, timers and
+// activities of a finished test environment must all be gone.
+func noLeak(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before the input:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
