@@ -324,9 +324,9 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 // answerRetries are the waits between attempts to post a claimed answer
 // when the platform refuses it (a 429 storm outlasting the adapter's own
 // retries, a platform outage). They add up to well under
-// session.FinalClaimTakeover, so no other replica takes the claim over and
+// session.FinalClaimGrace, so no other replica takes the claim over and
 // posts the answer too while this one is still trying.
-var answerRetries = []time.Duration{2 * time.Second, 5 * time.Second, 10 * time.Second, 20 * time.Second}
+var answerRetries = []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second}
 
 // postAnswer posts a turn's answer, trying again after answerRetries.
 func (w *watcher) postAnswer(ctx context.Context, text string) (string, error) {

@@ -311,6 +311,12 @@ type ClaimFinalResponse struct {
 // claim and the post).
 const FinalClaimTakeover = 2 * time.Minute
 
+// FinalClaimGrace is how old a final-answer claim must be before the
+// holder of the session's watch lease may take it over from a replica
+// that lost the lease: longer than a claimed post takes, retries included
+// (chat's watcher tries a refused answer again for up to 14 s).
+const FinalClaimGrace = 30 * time.Second
+
 // ClaimWatchRequest asks for (or renews, or gives up) the session's watch
 // lease: the right to be the one bot replica that follows its turns,
 // renders their progress and posts their answers. A replica that holds no

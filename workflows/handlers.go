@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -370,10 +371,18 @@ func (s *sessionRun) onClaimFinal(ctx workflow.Context, req session.ClaimFinalRe
 		return session.ClaimFinalResponse{Posted: true, Holder: last.FinalClaim}, nil
 	}
 	now := workflow.Now(ctx)
-	// The holder of a live watch lease may take a claim over at once: the
-	// claim's holder lost the lease, so it died or stalled before posting
-	// (runs since changeWatchLease).
-	leased := s.watchLease && s.st.Watch.Holder == req.Claimer && now.Before(s.st.Watch.Until)
+	liveLease := s.watchLease && s.st.Watch.Holder != "" && now.Before(s.st.Watch.Until)
+	if liveLease && s.st.Watch.Holder != req.Claimer && last.FinalClaim != req.Claimer {
+		// Another replica watches the session: it posts the answer. A
+		// replica that lost the lease but still finishes the turn it was
+		// showing must not post too (the chaos suite saw both post).
+		return session.ClaimFinalResponse{Holder: cmp.Or(last.FinalClaim, s.st.Watch.Holder)}, nil
+	}
+	// The holder of a live watch lease may take a claim over once the
+	// claim is older than session.FinalClaimGrace: the claim's holder lost
+	// the lease, so it died or stalled before posting (runs since
+	// changeWatchLease). Not at once: a slow holder may still be posting.
+	leased := liveLease && s.st.Watch.Holder == req.Claimer && now.Sub(last.FinalClaimAt) >= session.FinalClaimGrace
 	if last.FinalClaim != "" && last.FinalClaim != req.Claimer && now.Sub(last.FinalClaimAt) < session.FinalClaimTakeover && !leased {
 		return session.ClaimFinalResponse{Holder: last.FinalClaim}, nil
 	}

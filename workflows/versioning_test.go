@@ -157,6 +157,53 @@ func TestPreviousTurnAnswerIsRecordedAndClaimed(t *testing.T) {
 	}
 }
 
+// With a live watch lease, only its holder may claim a turn's answer: a
+// replica that lost the lease but still finishes the turn it was showing
+// is refused (the chaos suite saw both post). The new holder takes a
+// claim of the old one over only once it is FinalClaimGrace old, since the
+// old holder may still be posting.
+func TestFinalClaimFollowsTheWatchLease(t *testing.T) {
+	h := newHarness(t, final("answer"))
+	h.at(0, func() { h.send("e1", "hi") })
+	var got []session.ClaimFinalResponse
+	ask := func(who string) {
+		h.update(session.UpdateClaimFinal, session.ClaimFinalRequest{Turn: 1, Claimer: who}, func(v any, err error) {
+			if err != nil {
+				t.Errorf("claim by %s: %v", who, err)
+				return
+			}
+			got = append(got, v.(session.ClaimFinalResponse))
+		})
+	}
+	lease := func(who string, d time.Duration) {
+		h.update(session.UpdateClaimWatch, session.ClaimWatchRequest{Claimer: who, For: d}, nil)
+	}
+	h.at(time.Second, func() { lease("bot-b", 10*time.Second) })
+	h.at(2*time.Second, func() { ask("bot-a") }) // not the holder
+	h.at(3*time.Second, func() { ask("bot-b") }) // the holder
+	// bot-b stalls: its lease runs out and bot-a takes the watch over.
+	h.at(12*time.Second, func() { lease("bot-a", time.Minute) })
+	h.at(13*time.Second, func() { ask("bot-a") })                        // bot-b's claim is recent
+	h.at(4*time.Second+session.FinalClaimGrace, func() { ask("bot-a") }) // now old enough
+	h.destroyAt(time.Hour)
+	h.run(h.input(session.ApproveNever))
+
+	want := []session.ClaimFinalResponse{
+		{Holder: "bot-b"},
+		{Granted: true},
+		{Holder: "bot-b"},
+		{Granted: true},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("claims answered: %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("claim %d: got %+v, want %+v", i+1, got[i], want[i])
+		}
+	}
+}
+
 // A destroy update that arrives while the run waits for its handlers before
 // continuing as new (here: a fork still copying its snapshot) is carried
 // out; before the fix it waited forever. A destroy signal in that window
