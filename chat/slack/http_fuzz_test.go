@@ -74,8 +74,8 @@ func (p *panicLog) take() []string {
 	return out
 }
 
-// httpFuzz is one HTTP-mode adapter on a fake workspace, shared by every
-// input of a fuzz target.
+// httpFuzz is one adapter (HTTP mode, or Socket Mode for FuzzSlackSocket)
+// on a fake workspace, shared by every input of a fuzz target.
 type httpFuzz struct {
 	env    *slacktest.Env
 	core   *chattest.Core
@@ -86,7 +86,7 @@ type httpFuzz struct {
 
 func newHTTPFuzz(f *testing.F) *httpFuzz { return newFuzzEnv(f, slack.ModeHTTP) }
 
-// newFuzzEnv runs an adapter in mode (slack.ModeHTTP or Socket Mode, "").
+// newFuzzEnv runs an adapter in mode.
 func newFuzzEnv(f *testing.F, mode slack.Mode) *httpFuzz {
 	f.Helper()
 	h := &httpFuzz{log: &panicLog{}, core: newRecCore()}
@@ -125,8 +125,8 @@ func (h *httpFuzz) state() state {
 	return s
 }
 
-// post sends body to path with the given signature headers (none if ts
-// is "") and returns the status once the adapter has handled everything
+// post sends body to path with the given signature headers (none if both
+// are "") and returns the status once the adapter has handled everything
 // the request started.
 func (h *httpFuzz) post(t testing.TB, path, contentType string, body []byte, ts, sig string) int {
 	t.Helper()
