@@ -32,6 +32,12 @@ import (
 //     when it ends, closed when the session is destroyed. Only apps declared
 //     as agents (features.agent_view) get sessions.
 //
+// Slack's changelog of 2026-08-20, as third parties quote it (not read
+// first-hand), retires assistant.threads.* in February 2027 in favour of
+// agents.sessions.*: once setStatus is refused app-wide (unknown_method,
+// method_deprecated…) the status turns itself off as below, and the agent
+// session, with its stop button, stays.
+//
 // None of it may hold up the card: ObserveTurn records what the thread
 // should show and a goroutine per thread sends it, the newest wish
 // winning. A refusal that says the app cannot use a surface (missing
