@@ -4,8 +4,10 @@
 //
 // It serves the Web API methods sandbot uses (auth.test, chat.postMessage,
 // chat.update, chat.postEphemeral, chat.getPermalink, views.open, .push
-// and .update, files upload v2, conversations.replies, users.info) under
-// URL(), Socket Mode
+// and .update, files upload v2, conversations.replies, users.info, and
+// Slack's agent surfaces: assistant.threads.setStatus,
+// agents.sessions.setStatus with the native stop's agent_session_stopped
+// event, chat.startStream/appendStream/stopStream) under URL(), Socket Mode
 // (apps.connections.open, then a websocket with hello, pings, envelopes and
 // acks), response_url webhooks, and helpers that sign HTTP-mode requests.
 //
