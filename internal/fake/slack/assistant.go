@@ -3,6 +3,7 @@ package fakeslack
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -69,10 +70,14 @@ func agentKey(channel, threadTS string) string { return channel + "/" + threadTS
 func (s *Server) agentMethodLocked(method string, req request, now time.Time) (result, bool) {
 	switch method {
 	case "assistant.threads.setStatus":
-		s.tierLocked(method, AgentCallsPerMinute, now)
+		if r, limited := s.tierLocked(method, AgentCallsPerMinute, now); limited {
+			return r, true
+		}
 		return s.setThreadStatusLocked(req), true
 	case "agents.sessions.setStatus":
-		s.tierLocked(method, AgentCallsPerMinute, now)
+		if r, limited := s.tierLocked(method, AgentCallsPerMinute, now); limited {
+			return r, true
+		}
 		return s.setAgentStatusLocked(req), true
 	case "chat.startStream", "chat.appendStream", "chat.stopStream":
 		return s.streamLocked(method, req, now), true
@@ -81,8 +86,10 @@ func (s *Server) agentMethodLocked(method string, req request, now time.Time) (r
 }
 
 // tierLocked records a violation when method was called more than
-// perMinute times in the last minute (workspace-wide).
-func (s *Server) tierLocked(method string, perMinute int, now time.Time) {
+// perMinute times in the last minute (workspace-wide). With
+// Options.RateLimitOverBudget it answers 429 instead, as Slack does (the
+// refused call does not count): limited is then true and r the answer.
+func (s *Server) tierLocked(method string, perMinute int, now time.Time) (r result, limited bool) {
 	if s.agent.windows == nil {
 		s.agent.windows = map[string][]time.Time{}
 	}
@@ -93,6 +100,11 @@ func (s *Server) tierLocked(method string, perMinute int, now time.Time) {
 			keep = append(keep, t)
 		}
 	}
+	if len(keep) >= perMinute && s.opts.RateLimitOverBudget {
+		s.agent.windows[method] = keep
+		wait := keep[0].Add(time.Minute).Sub(now)
+		return result{status: http.StatusTooManyRequests, retryAfter: int(wait/time.Second) + 1}, true
+	}
 	keep = append(keep, now)
 	s.agent.windows[method] = keep
 	if len(keep) > perMinute {
@@ -101,6 +113,7 @@ func (s *Server) tierLocked(method string, perMinute int, now time.Time) {
 			Detail: fmt.Sprintf("%d %s calls within one minute (budget %d)", len(keep), method, perMinute),
 		})
 	}
+	return result{}, false
 }
 
 // threadExistsLocked reports whether channel has a message threadTS (the

@@ -1,6 +1,7 @@
 package fakeslack
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -146,5 +147,24 @@ func TestAgentSurfaceRates(t *testing.T) {
 	v := s.Snapshot().Violations
 	if len(v) != 1 || !strings.Contains(v[0].Detail, "assistant.threads.setStatus") {
 		t.Fatalf("violations = %+v, want one for the 51st call", v)
+	}
+}
+
+// With RateLimitOverBudget the call past the minute's budget is answered
+// 429 with Retry-After, as Slack does, and is no violation.
+func TestAgentSurfaceRateLimited(t *testing.T) {
+	s, api := newClient(t, Options{RateLimitOverBudget: true})
+	ctx := testCtx(t)
+	root := s.Say(UserMessage{Text: "hi"}).Message.TS
+	var last error
+	for range AgentCallsPerMinute + 1 {
+		last = api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{ChannelID: "C0001", ThreadTS: root, Status: "x"})
+	}
+	var rl *slack.RateLimitedError
+	if !errors.As(last, &rl) || rl.RetryAfter <= 0 {
+		t.Fatalf("the call past the budget: %v, want a rate limit with Retry-After", last)
+	}
+	if v := s.Snapshot().Violations; len(v) != 0 {
+		t.Fatalf("violations = %+v, want none", v)
 	}
 }
