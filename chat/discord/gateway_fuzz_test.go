@@ -241,6 +241,11 @@ func FuzzGatewayDispatch(f *testing.F) {
 			return // the frame around it would not parse; discordgo drops it
 		}
 		typ := fuzzEvents[int(which)%len(fuzzEvents)]
+		var named struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(raw, &named)
+		cachedBefore, _ := g.a.chans.Get(named.ID)
 		before, was := runtime.NumGoroutine(), g.state()
 		if !g.a.dispatch(typ, raw) {
 			return // discordgo itself failed on it (see dispatch)
@@ -262,8 +267,14 @@ func FuzzGatewayDispatch(f *testing.F) {
 				t.Fatalf("a %s gave the core a command with no user or place: %+v", typ, c)
 			}
 		}
-		if typ == "THREAD_CREATE" && g.state() != was {
-			t.Fatalf("a THREAD_CREATE changed state: %+v → %+v", was, g.state())
+		if typ == "THREAD_CREATE" {
+			if g.state() != was {
+				t.Fatalf("a THREAD_CREATE changed state: %+v → %+v", was, g.state())
+			}
+			// What routing learns from it must be a thread.
+			if c, ok := g.a.chans.Get(named.ID); ok && c != cachedBefore && !c.thread() {
+				t.Fatalf("a THREAD_CREATE made the adapter take %s for a channel of type %d", named.ID, c.Type)
+			}
 		}
 	})
 }

@@ -202,6 +202,12 @@ func (a *Adapter) decide(ctx context.Context, r *ireply, act chat.Action) {
 		r.answer(ctx, chat.Reply{Text: chat.UserMessage(err), Ephemeral: true})
 		return
 	}
+	if th.Thread == "" {
+		// Cards with decisions live in session threads (or DMs); a click
+		// in a plain channel names no session.
+		r.answer(ctx, chat.Reply{Text: "This button is not in a session's thread; nothing was done.", Ephemeral: true})
+		return
+	}
 	act.Thread = th
 	act.Reply = func(ctx context.Context, text string) error {
 		r.answer(ctx, chat.Reply{Text: text, Ephemeral: true})

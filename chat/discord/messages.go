@@ -50,7 +50,12 @@ func (a *Adapter) remember(ch *discordgo.Channel) {
 }
 
 func (a *Adapter) onThreadCreate(_ *discordgo.Session, t *discordgo.ThreadCreate) {
-	a.remember(t.Channel)
+	// Only a thread: a THREAD_CREATE naming a channel of another type would
+	// make the adapter route that channel's messages and clicks as if it
+	// were no thread.
+	if t.Channel != nil && t.IsThread() {
+		a.remember(t.Channel)
+	}
 }
 
 // cachedChannel looks a channel up without network calls.

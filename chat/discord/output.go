@@ -43,6 +43,10 @@ func (a *Adapter) viewOutput(ctx context.Context, r *ireply, act chat.Action) {
 		r.answer(ctx, chat.Reply{Text: chat.UserMessage(err), Ephemeral: true})
 		return
 	}
+	if th.Thread == "" {
+		r.answer(ctx, chat.Reply{Text: "This button is not in a session's thread; nothing was done.", Ephemeral: true})
+		return
+	}
 	act.Thread = th
 	v := viewer.ViewOutput(ctx, act)
 	switch {
