@@ -190,6 +190,14 @@ func (w *watcher) announce(ctx context.Context, v *view) {
 	if !w.limit(ctx) {
 		return
 	}
+	// Recorded before it is posted: a bot killed between the two must not
+	// leave the next bot to post it again (the chaos suite saw that). At
+	// most once, then: if this bot dies right after the record, the
+	// approvers get no ping, but the card shows the buttons all the same.
+	if err := w.recordErr(ctx, v.turn, session.ChatRefApprovalNotice, p.CallID); err != nil {
+		w.log.Warn("watcher: record chat ref", "kind", session.ChatRefApprovalNotice, "turn", v.turn, "err", err)
+		return
+	}
 	text := ApprovalNoticeText(v.turn, w.approvers)
 	var err error
 	if n, ok := w.p.(Notifier); ok {
@@ -199,9 +207,7 @@ func (w *watcher) announce(ctx context.Context, v *view) {
 	}
 	if err != nil {
 		w.log.Warn("watcher: announce the approval", "turn", v.turn, "err", err)
-		return
 	}
-	w.record(ctx, v.turn, session.ChatRefApprovalNotice, p.CallID)
 }
 
 // attach puts the card's attachments that are not in the thread yet into
@@ -258,13 +264,17 @@ func (w *watcher) limit(ctx context.Context) bool {
 // record tells the session which message shows its turn, so a restarted
 // bot edits it instead of posting another.
 func (w *watcher) record(ctx context.Context, turn int, kind, ref string) {
+	if err := w.recordErr(ctx, turn, kind, ref); err != nil {
+		w.log.Warn("watcher: record chat ref", "kind", kind, "turn", turn, "err", err)
+	}
+}
+
+func (w *watcher) recordErr(ctx context.Context, turn int, kind, ref string) error {
 	// What was posted is recorded even when the bot is shutting down
 	// (ctx cancelled by Close): otherwise the next bot posts it again.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.CallTimeout)
 	defer cancel()
-	if err := w.feed.RecordChatRef(cctx, w.id, session.ChatRefRequest{Turn: turn, Kind: kind, Ref: ref}); err != nil {
-		w.log.Warn("watcher: record chat ref", "kind", kind, "turn", turn, "err", err)
-	}
+	return w.feed.RecordChatRef(cctx, w.id, session.ChatRefRequest{Turn: turn, Kind: kind, Ref: ref})
 }
 
 // finish makes the last edit of a finished turn's card and posts its
