@@ -122,12 +122,16 @@ func (w *workload) respond(req fakeopenai.RecordedRequest) fakeopenai.Step {
 		}
 		if m := verifyRe.FindStringSubmatch(msgs[i].Content); m != nil {
 			sid := m[1]
-			if len(tools) == 0 {
-				return fakeopenai.ToolCallStep(sid+"verify", "shell", shellArgs("cat .m/*"))
+			// Only a read that ran to its end counts: a worker killed
+			// during the cat reports the call interrupted, so read again.
+			if len(tools) == 0 || (!completedResult(tools[len(tools)-1].Content) && len(tools) < 6) {
+				return fakeopenai.ToolCallStep(fmt.Sprintf("%sverify%d", sid, len(tools)+1), "shell", shellArgs("cat .m/*"))
 			}
-			w.mu.Lock()
-			w.verified[sid] = tools[len(tools)-1].Content
-			w.mu.Unlock()
+			if last := tools[len(tools)-1].Content; completedResult(last) {
+				w.mu.Lock()
+				w.verified[sid] = last
+				w.mu.Unlock()
+			}
 			return fakeopenai.FinalStep("chaos verified " + sid)
 		}
 	}
