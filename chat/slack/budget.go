@@ -119,39 +119,38 @@ func sleep(ctx context.Context, d time.Duration) error {
 type editPacer struct {
 	interval time.Duration
 	burst    int
-	// started is when this adapter started. A message it has not edited yet
-	// may have been edited by the previous bot process just before a
-	// restart, burst and all, so the pacer counts a whole burst spent at
-	// the start for such a message.
-	started time.Time
 	mu      sync.Mutex
 	paces   map[string]pace.Bucket // message key → its edits, spent at their ends
 	busy    map[string]chan struct{}
 }
 
 func newEditPacer(interval time.Duration, burst int) *editPacer {
-	return &editPacer{interval: interval, burst: max(burst, 1), started: time.Now(), paces: map[string]pace.Bucket{}, busy: map[string]chan struct{}{}}
+	return &editPacer{interval: interval, burst: max(burst, 1), paces: map[string]pace.Bucket{}, busy: map[string]chan struct{}{}}
 }
 
-// bucketLocked is key's pace, new ones counting the adapter's start.
+// bucketLocked is key's pace. A message this adapter neither posted nor
+// edited yet may have been edited just now by another bot, burst and all:
+// the process before a restart, or the replica that watched the turn
+// until this one took the watch over (the chaos suite caught a takeover
+// by a long-running replica bursting right after the old holder's edits).
+// So it is counted as having spent its whole burst at first sight: the
+// first edit waits one interval, and the burst comes back as it refills.
 func (p *editPacer) bucketLocked(key string) pace.Bucket {
 	b, ok := p.paces[key]
 	if !ok {
 		b = pace.NewBucket(p.interval, p.burst)
+		now := time.Now()
 		for range p.burst {
-			b.Spend(p.started)
+			b.Spend(now)
 		}
+		p.paces[key] = b
 	}
 	return b
 }
 
-// posted records that this adapter posted message key, so no earlier
-// process can have edited it: its bucket starts full. (Once a whole burst
-// has refilled since the start, unseen messages start full anyway.)
+// posted records that this adapter posted message key, so nobody else can
+// have edited it: its bucket starts full.
 func (p *editPacer) posted(key string) {
-	if time.Since(p.started) >= time.Duration(p.burst)*p.interval {
-		return
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.paces[key]; !ok {

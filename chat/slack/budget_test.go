@@ -107,8 +107,9 @@ func TestEditPacer(t *testing.T) {
 
 // TestEditPacerBurst: a message takes up to burst edits back to back, then
 // waits; other messages have buckets of their own; a message the adapter
-// has not edited since it started counts a whole burst spent at the start
-// (the previous process may just have spent it). Intervals are an hour,
+// neither posted nor edited counts a whole burst spent at first sight,
+// however long the adapter has run (the previous process, or the replica
+// whose watch this one took over, may just have spent it). Intervals are an hour,
 // and a cancelled context answers "not now" at once, so nothing depends
 // on timing.
 func TestEditPacerBurst(t *testing.T) {
@@ -127,7 +128,11 @@ func TestEditPacerBurst(t *testing.T) {
 		}
 		end()
 	}
-	p.started = time.Now().Add(-4 * time.Hour) // long after any restart
+	if _, err := p.begin(now, "taken-over"); err == nil {
+		t.Fatal("a message first seen long after the start was edited at once; the replica that watched it before may have spent its burst")
+	}
+	p.posted("m1")
+	p.posted("m2")
 	for i := range 3 {
 		end, err := p.begin(now, "m1")
 		if err != nil {
