@@ -119,9 +119,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 type editPacer struct {
 	interval time.Duration
 	burst    int
-	mu      sync.Mutex
-	paces   map[string]pace.Bucket // message key → its edits, spent at their ends
-	busy    map[string]chan struct{}
+	mu       sync.Mutex
+	paces    map[string]pace.Bucket // message key → its edits, spent at their ends
+	busy     map[string]chan struct{}
 }
 
 func newEditPacer(interval time.Duration, burst int) *editPacer {
