@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -187,7 +188,9 @@ func ParseShareFileArgs(raw string) (session.ShareFileArgs, error) {
 	if err := dec.Decode(&fields); err != nil || dec.More() {
 		return session.ShareFileArgs{}, fmt.Errorf("invalid arguments for share_file: not one JSON object" + hint)
 	}
-	for k := range fields {
+	// The workflow calls this: the first unknown key in sorted order, so
+	// the error is the same on every replay.
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if k != "path" {
 			return session.ShareFileArgs{}, fmt.Errorf("invalid arguments for share_file: unknown field %q; only \"path\" is accepted"+hint, k)
 		}
