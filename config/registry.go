@@ -103,6 +103,7 @@ var OtherNames = map[string]string{
 	"SANDBOT_BENCH_FILES":       "benchmarks: workspace file count of the local backend's snapshot benchmark",
 	"SANDBOT_BENCH_MB":          "benchmarks: workspace size of the local backend's snapshot benchmark",
 	"SANDBOT_BENCH_NO_WATCH":    "benchmarks: measure turns without the bot's watcher",
+	"SANDBOT_FUZZTIME":          "CI: the fuzzing step's budget per target (.ci/run), instead of its fixed input counts",
 }
 
 // registry is every setting: the core's here, the chat platforms' in
