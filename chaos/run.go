@@ -62,7 +62,7 @@ type Config struct {
 
 // Short is the CI mode: a few minutes on two cores.
 func Short(seed uint64, dir string) Config {
-	return Config{Seed: seed, Dir: dir, Sessions: 4, Turns: 3, Hosts: 3, Bots: 2, Faults: AllFaults,
+	return Config{Seed: seed, Dir: dir, Sessions: 3, Turns: 3, Hosts: 3, Bots: 2, Faults: AllFaults,
 		FaultEvery: 6 * time.Second, MaxDeliveries: 4, TurnTimeout: 5 * time.Minute}
 }
 

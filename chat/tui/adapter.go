@@ -189,6 +189,20 @@ func (a *Adapter) actions(ctx context.Context, core chat.Handler) actions {
 	}
 }
 
+// ObserveTurn implements chat.TurnObserver: the watcher hands over every
+// turn state it renders, so the details view and the status bar show the
+// state the card was drawn from, not an older query's answer.
+func (a *Adapter) ObserveTurn(th chat.Thread, ts session.TurnState) {
+	a.send(turnMsg{th: th, ts: ts})
+}
+
+// EndTurn implements chat.TurnObserver: the terminal streams nothing, so
+// the core posts the answer as usual.
+func (a *Adapter) EndTurn(_ context.Context, th chat.Thread, ts session.TurnState, _ string) (string, bool) {
+	a.send(turnMsg{th: th, ts: ts})
+	return "", false
+}
+
 // Post shows a card: a turn's card brings its turn state along.
 func (a *Adapter) Post(ctx context.Context, th chat.Thread, c chat.Card) (string, error) {
 	a.mu.Lock()

@@ -215,7 +215,7 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		it.card, it.out = msg.card, ""
 		if msg.ts != nil {
 			it.ts = msg.ts
-			t.ts = msg.ts
+			m.setTurnState(t, *msg.ts)
 			c := msg.card
 			t.card = &c
 		}
@@ -262,8 +262,7 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case turnMsg:
 		t := m.thread(msg.th)
-		ts := msg.ts
-		t.ts = &ts
+		m.setTurnState(t, msg.ts)
 		t.dirty = true
 		return m, m.keepTicking()
 	case tickMsg:
@@ -438,4 +437,21 @@ func (m *model) View() tea.View {
 	v.AltScreen = true
 	v.WindowTitle = "sandbot"
 	return v
+}
+
+// setTurnState keeps the newest state of t's turn: states come from the
+// watcher (ObserveTurn) and from the adapter's and the status bar's own
+// queries, which may answer out of order, so an older one never replaces
+// a newer one. An open details view is redrawn from it, so a call that
+// finishes while it is shown does not stay "running" there.
+func (m *model) setTurnState(t *thread, ts session.TurnState) {
+	if old := t.ts; old != nil && (ts.Turn < old.Turn || (ts.Turn == old.Turn && ts.Version < old.Version)) {
+		return
+	}
+	t.ts = &ts
+	if m.mode == modeDetails && t == m.cur() {
+		y := m.details.YOffset()
+		m.details.SetContent(m.detailsText(m.query))
+		m.details.SetYOffset(y)
+	}
 }

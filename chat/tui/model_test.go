@@ -460,3 +460,33 @@ func TestNarrowStatusBarKeepsLinksWhole(t *testing.T) {
 		}
 	}
 }
+
+// A call that finishes while its details are open is shown finished there
+// (CI caught the details view stuck at "running" under -race), and a
+// state older than the one shown, from a slower query, changes nothing.
+func TestDetailsFollowTheNewestState(t *testing.T) {
+	m, _ := newTestModel(t)
+	card, ts := approvalCard()
+	ts.Version = 5
+	ts.ToolCalls = append([]session.ToolCallState(nil), ts.ToolCalls...)
+	ts.ToolCalls[1].Status = session.CallRunning
+	m.Update(cardMsg{th: th, ref: "card-1", card: card, ts: &ts})
+	press(m, "tab", "down", "enter")
+	if m.mode != modeDetails || !strings.Contains(screen(m), "(running)") {
+		t.Fatalf("details of the running call:\n%s", screen(m))
+	}
+	done := ts
+	done.Version = 6
+	done.ToolCalls = append([]session.ToolCallState(nil), ts.ToolCalls...)
+	done.ToolCalls[1].Status = session.CallCompleted
+	done.ToolCalls[1].Output = "FINISHED-OUTPUT"
+	done.ToolCalls[1].ExitCode = new(int)
+	m.Update(turnMsg{th: th, ts: done})
+	if s := screen(m); !strings.Contains(s, "(completed)") || !strings.Contains(s, "FINISHED-OUTPUT") {
+		t.Fatalf("the open details view did not follow the finished call:\n%s", s)
+	}
+	m.Update(turnMsg{th: th, ts: ts}) // version 5 again, answered late
+	if s := screen(m); !strings.Contains(s, "(completed)") {
+		t.Fatalf("an older state replaced the newer one:\n%s", s)
+	}
+}
