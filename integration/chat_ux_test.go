@@ -3,6 +3,7 @@ package integration
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/slack"
@@ -47,7 +48,22 @@ func TestUsageCostAndTokenBudget(t *testing.T) {
 		c.Model.PriceInput, c.Model.PriceOutput = 2.5, 10
 	})
 	th := e.thread("budget")
-	ts := e.turn(th, 1, "hello", fakeopenai.FinalStep("hi"))
+	// The answer waits until the turn's card is up: a quick turn without
+	// tool calls posts no card at all, and the footer is on the card.
+	carded := make(chan struct{})
+	go func() {
+		defer close(carded)
+		for e.ctx.Err() == nil {
+			posts, _ := e.p.snapshot()
+			for _, p := range posts {
+				if p.Thread == th && len(p.Cards) > 0 {
+					return
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	ts := e.turn(th, 1, "hello", fakeopenai.Step{Content: "hi", Hold: carded})
 	if ts.Usage.Total() == 0 {
 		t.Fatalf("the fake model reported no usage: %s", dump(ts))
 	}
