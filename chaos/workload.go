@@ -397,37 +397,8 @@ func (w *workload) noteShownDone(text string) {
 	}
 }
 
-// messageText is a message's text as a reader sees it: its blocks' text,
-// or its plain text.
-func messageText(m fakeslack.Message) string {
-	var blocks []map[string]any
-	if m.RawBlocks == "" || json.Unmarshal([]byte(m.RawBlocks), &blocks) != nil {
-		return m.Text
-	}
-	var out []string
-	var walk func(o map[string]any)
-	walk = func(o map[string]any) {
-		switch t := o["text"].(type) {
-		case string:
-			out = append(out, t)
-		case map[string]any:
-			walk(t)
-		}
-		for _, k := range []string{"fields", "elements"} {
-			if list, ok := o[k].([]any); ok {
-				for _, x := range list {
-					if m, ok := x.(map[string]any); ok {
-						walk(m)
-					}
-				}
-			}
-		}
-	}
-	for _, b := range blocks {
-		walk(b)
-	}
-	return strings.Join(out, "\n")
-}
+// messageText is a message's text as a reader sees it.
+func messageText(m fakeslack.Message) string { return m.ReaderText() }
 
 func percentile(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {

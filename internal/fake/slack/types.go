@@ -3,6 +3,7 @@ package fakeslack
 import (
 	"encoding/json"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -110,6 +111,39 @@ func (m Message) Blocks() slack.Blocks {
 		_ = json.Unmarshal([]byte(m.RawBlocks), &b)
 	}
 	return b
+}
+
+// ReaderText is the message's text as a reader sees it: its blocks' text
+// (sections, fields, context and button labels), or its plain text when it
+// has no blocks.
+func (m Message) ReaderText() string {
+	var blocks []map[string]any
+	if m.RawBlocks == "" || json.Unmarshal([]byte(m.RawBlocks), &blocks) != nil {
+		return m.Text
+	}
+	var out []string
+	var walk func(o map[string]any)
+	walk = func(o map[string]any) {
+		switch t := o["text"].(type) {
+		case string:
+			out = append(out, t)
+		case map[string]any:
+			walk(t)
+		}
+		for _, k := range []string{"fields", "elements"} {
+			if list, ok := o[k].([]any); ok {
+				for _, x := range list {
+					if m, ok := x.(map[string]any); ok {
+						walk(m)
+					}
+				}
+			}
+		}
+	}
+	for _, b := range blocks {
+		walk(b)
+	}
+	return strings.Join(out, "\n")
 }
 
 // Button is a button found in a message's blocks.
