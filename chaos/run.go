@@ -111,14 +111,19 @@ type Report struct {
 	SessionsUnverified int
 
 	Calls, Approvals int
-	FirstCard        [2]time.Duration // p50, p95
-	ToolCard         [2]time.Duration
-	Faults           map[string]int
-	FaultErrors      []string
-	WorkerRSS        int64 // the largest resident size seen, bytes
-	BotRSS           int64
-	HistoryBytes     int64 // the largest current-run history of a session
-	Problems         []string
+	// EventsResent are the events Slack (the fake) sent again because no
+	// bot acknowledged them: delivered to a bot that died before handing
+	// them on. ClicksUnacked are clicks no bot acknowledged, which the
+	// user made again.
+	EventsResent, ClicksUnacked int
+	FirstCard                   [2]time.Duration // p50, p95
+	ToolCard                    [2]time.Duration
+	Faults                      map[string]int
+	FaultErrors                 []string
+	WorkerRSS                   int64 // the largest resident size seen, bytes
+	BotRSS                      int64
+	HistoryBytes                int64 // the largest current-run history of a session
+	Problems                    []string
 }
 
 // Failures lists the must-be-zero counts that are not.
@@ -207,8 +212,11 @@ func (w *workload) check(s *stack, rep *Report) {
 		rep.Problems = append(rep.Problems, "rate: "+v.Detail)
 	}
 	rep.Calls = len(w.calls)
-	for _, n := range w.clicks {
-		rep.Approvals += n
+	rep.Approvals, rep.ClicksUnacked = w.clickTotal, w.clickUnacked
+	for _, e := range sn.Sent {
+		if e.Unacked {
+			rep.EventsResent++
+		}
 	}
 	rep.FirstCard = [2]time.Duration{percentile(w.firstCard, 0.5), percentile(w.firstCard, 0.95)}
 	rep.ToolCard = [2]time.Duration{percentile(w.toolCard, 0.5), percentile(w.toolCard, 0.95)}
@@ -361,6 +369,7 @@ func (r Report) Markdown() string {
 	row := func(k string, v any) { fmt.Fprintf(&b, "| %s | %v |\n", k, v) }
 	row("turns (answered / failed visibly, asked again)", fmt.Sprintf("%d (%d / %d)", r.Turns, r.Answered, r.FailedVisibly))
 	row("tool calls issued / approvals clicked", fmt.Sprintf("%d / %d", r.Calls, r.Approvals))
+	row("events resent unacknowledged / clicks unacknowledged, made again", fmt.Sprintf("%d / %d", r.EventsResent, r.ClicksUnacked))
 	row("turns lost (must be 0)", r.TurnsLost)
 	row("answers posted twice (must be 0)", r.AnswersTwice)
 	row("commands run twice (must be 0)", r.CommandsTwice)

@@ -83,8 +83,12 @@ func startStack(ctx context.Context, cfg Config, w *workload, log *slog.Logger) 
 	// Over the workspace's chat.update budget the fake answers 429, as
 	// Slack does: several bot replicas each pace themselves, and only
 	// Slack sees their sum (the report counts those 429s).
+	// Slack sends an unacknowledged event again, about 3 s, 1 min and 5
+	// min later: an event delivered to a bot that was killed before it
+	// handed the event on comes back to a live replica.
 	s.slack = fakeslack.New(fakeslack.Options{TeamID: "TCHAOS", MinUpdateInterval: editInterval, RateLimitOverBudget: true,
-		Users: []fakeslack.User{{ID: approver, Name: "alice"}}})
+		Users:            []fakeslack.User{{ID: approver, Name: "alice"}},
+		RedeliverUnacked: []time.Duration{3 * time.Second, time.Minute, 5 * time.Minute}})
 
 	snap := filepath.Join(s.dir, "snapshots")
 	if err := os.MkdirAll(snap, 0o700); err != nil {

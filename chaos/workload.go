@@ -60,8 +60,15 @@ type workload struct {
 	doneAt   map[string]time.Time
 	shown    map[string]bool // calls whose done state a card has shown
 	turns    []turnRecord
-	clicks   map[string]int // approval button value → clicks
+	clicks   map[string]int // approval button value → clicks that counted
+	// clickTotal is every click, counted or not; clickUnacked the clicks
+	// delivered that no bot acknowledged.
+	clickTotal, clickUnacked int
 }
+
+// clickAckWait is how long a user waits for Slack to confirm a click: its
+// 3 s for the app's acknowledgement, and a little for the fake's record.
+const clickAckWait = 3500 * time.Millisecond
 
 type turnRecord struct {
 	Session, Turn string
@@ -368,14 +375,29 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, want str
 		w.clicks[value]++
 		w.mu.Unlock()
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
-		_, err := s.slack.ClickButton(cctx, *click)
+		id, err := s.slack.ClickButton(cctx, *click)
 		cancel()
-		if err != nil {
-			// Not delivered (no connection for a minute): click again.
-			w.mu.Lock()
-			w.clicks[value]--
-			w.mu.Unlock()
+		unacked := false
+		if err == nil {
+			// Slack tells the user an app that does not acknowledge a
+			// click within 3 s did not respond (it never sends the click
+			// again): the bot that got it died. They click again.
+			actx, cancel := context.WithTimeout(ctx, clickAckWait)
+			_, err = s.slack.WaitFor(actx, func(sn fakeslack.Snapshot) bool { return sn.Acked(id) })
+			cancel()
+			unacked = err != nil
 		}
+		w.mu.Lock()
+		w.clickTotal++
+		if unacked {
+			w.clickUnacked++
+		}
+		if err != nil {
+			// Not delivered (no connection for a minute) or not
+			// acknowledged: the button is still there to click.
+			w.clicks[value]--
+		}
+		w.mu.Unlock()
 	}
 }
 

@@ -228,13 +228,16 @@ func (a *Adapter) markReady() {
 }
 
 // spawn runs event work on its own goroutine, on Run's context, and logs
-// its failure. Run waits for spawned work before returning.
-func (a *Adapter) spawn(what string, fn func(ctx context.Context) error) {
+// its failure. Run waits for spawned work before returning. The channel
+// closes when the work has returned.
+func (a *Adapter) spawn(what string, fn func(ctx context.Context) error) <-chan struct{} {
+	done := make(chan struct{})
 	a.wg.Add(1)
 	a.busy(+1)
 	go func() {
 		defer a.wg.Done()
 		defer a.busy(-1)
+		defer close(done)
 		defer func() {
 			if r := recover(); r != nil {
 				a.log.Error("slack: panic in event work", "work", what, "panic", r)
@@ -244,6 +247,26 @@ func (a *Adapter) spawn(what string, fn func(ctx context.Context) error) {
 			a.log.Warn("slack: event work failed", "work", what, "err", err)
 		}
 	}()
+	return done
+}
+
+// handedOff waits until work is done or AckWithin has passed, whichever
+// comes first, so its caller can acknowledge the envelope or request. The
+// work of an event ends soon after its durable step (the message or
+// decision reached the session's workflow); acknowledging only then means
+// a bot killed in between leaves the event unacknowledged, and Slack
+// delivers it again (redeliveries are recognised by event ID), where an
+// ack sent first would have told Slack it was handled when it was lost.
+// The bound keeps every ack inside Slack's 3 s however slow Temporal is;
+// work still running then goes on.
+func (a *Adapter) handedOff(ctx context.Context, done <-chan struct{}) {
+	t := time.NewTimer(a.cfg.AckWithin)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 func (a *Adapter) busy(d int) {

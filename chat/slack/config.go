@@ -30,6 +30,7 @@ const (
 	DefaultFileUploadThreshold   = 12000
 	DefaultListenAddr            = ":3000"
 	DefaultSlashCommand          = "/sandbot"
+	DefaultAckWithin             = 2 * time.Second
 )
 
 // ForkShortcut is the callback_id of the "Fork this session" message
@@ -95,6 +96,13 @@ type Config struct {
 	// SlashCommand is the registered channel-level command, default
 	// "/sandbot" (as in deploy/slack-app-manifest.yaml).
 	SlashCommand string
+	// AckWithin bounds how long an event, command or interaction waits
+	// for its work to be handed to the session before it is acknowledged,
+	// default 2 s (Slack allows 3). The ack waits for the handoff so that a
+	// bot that dies before it leaves the envelope unacknowledged: Slack
+	// delivers an event again, and shows the clicking user that the app
+	// did not respond, instead of the message or click vanishing.
+	AckWithin time.Duration
 }
 
 // withDefaults fills zero fields.
@@ -119,6 +127,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SlashCommand == "" {
 		c.SlashCommand = DefaultSlashCommand
+	}
+	if c.AckWithin == 0 {
+		c.AckWithin = DefaultAckWithin
 	}
 	return c
 }

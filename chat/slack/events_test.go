@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/chattest"
@@ -13,13 +14,15 @@ import (
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 )
 
-func TestMentionStartsOneTurnAndAcksFirst(t *testing.T) {
+func TestMentionStartsOneTurnAndAcksWithinTheBound(t *testing.T) {
 	ctx := testCtx(t)
-	env := slacktest.New(t, slacktest.Options{})
+	// The ack waits for the handoff at most AckWithin (2 s by default, 50
+	// ms here): a core stuck on Temporal never holds it past Slack's 3 s.
+	env := slacktest.New(t, slacktest.Options{Config: func(c *slack.Config) { c.AckWithin = 50 * time.Millisecond }})
 	core := newRecCore()
 	release := make(chan struct{})
 	core.OnMessage = func(ctx context.Context, p chat.Poster, m chat.Message) error {
-		select { // the core is slow (Temporal): acks must not wait for it
+		select { // the core is slow (Temporal): acks must not wait for it past the bound
 		case <-release:
 		case <-ctx.Done():
 			return ctx.Err()
@@ -280,4 +283,69 @@ func TestSocketReconnects(t *testing.T) {
 	if st.Messages[0].Text != "after refresh" || st.Messages[1].Text != "after drop" {
 		t.Fatalf("messages = %+v", st.Messages)
 	}
+}
+
+// TestAckWaitsForTheHandoff: an event is acknowledged only once its work
+// has handed it to the session, so a bot that dies before then leaves it
+// unacknowledged and Slack delivers it again, to whichever replica is
+// connected. Acking first (as the adapter once did) told Slack the message
+// was handled when it was about to be lost.
+func TestAckWaitsForTheHandoff(t *testing.T) {
+	ctx := testCtx(t)
+	env := slacktest.New(t, slacktest.Options{Config: func(c *slack.Config) { c.AckWithin = time.Hour }})
+	core := newRecCore()
+	release := make(chan struct{})
+	core.OnMessage = func(ctx context.Context, _ chat.Poster, _ chat.Message) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	env.Run(core)
+	// A DM: one event, one envelope.
+	sent, err := env.Fake.SendMessage(ctx, fakeslack.UserMessage{Channel: "D0001", ChannelType: "im", Text: "fix the build"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sent.Envelopes) != 1 {
+		t.Fatalf("a DM is one envelope, got %d", len(sent.Envelopes))
+	}
+	core.WaitFor(t, "the message", func(s chattest.Record) bool { return len(s.Messages) == 1 })
+	if env.Fake.Snapshot().Acked(sent.Envelopes...) {
+		t.Fatal("the message was acknowledged before it was handed to the session: if the bot died now, Slack would not deliver it again and it would be lost")
+	}
+	close(release)
+	waitFake(t, ctx, env, "the acks after the handoff", func(s fakeslack.Snapshot) bool { return s.Acked(sent.Envelopes...) })
+}
+
+// TestClickAckWaitsForTheDecision: the same for a button: a bot killed
+// before the decision reached the session leaves the click unacknowledged,
+// so Slack shows the approver that the app did not respond and they click
+// again, instead of the approval vanishing.
+func TestClickAckWaitsForTheDecision(t *testing.T) {
+	ctx := testCtx(t)
+	env := slacktest.New(t, slacktest.Options{Config: func(c *slack.Config) { c.AckWithin = time.Hour }})
+	core := newRecCore()
+	release := make(chan struct{})
+	core.OnAction = func(ctx context.Context, _ chat.Poster, _ chat.Action) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	_, card := sessionWithApproval(t, ctx, env, core)
+	id, err := env.Fake.ClickButton(ctx, fakeslack.Click{User: "U0001", Channel: "C0001", MessageTS: card, ActionID: chat.ActionApprove})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core.WaitFor(t, "the click", func(s chattest.Record) bool { return len(s.Actions) == 1 })
+	if env.Fake.Snapshot().Acked(id) {
+		t.Fatal("the click was acknowledged before its decision reached the session")
+	}
+	close(release)
+	waitFake(t, ctx, env, "the click's ack after the decision", func(s fakeslack.Snapshot) bool { return s.Acked(id) })
 }

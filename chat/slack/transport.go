@@ -18,9 +18,10 @@ import (
 )
 
 // runSocket receives events over Socket Mode until ctx ends. Every
-// envelope is acked first and handled on its own goroutine, so no ack
-// waits for Temporal. Disconnects and refresh requests reconnect inside
-// socketmode's RunContext.
+// envelope's work runs on its own goroutine, and its ack goes out once the
+// work has handed the event to the session or AckWithin has passed (see
+// handedOff), so the loop never waits for Temporal. Disconnects and
+// refresh requests reconnect inside socketmode's RunContext.
 func (a *Adapter) runSocket(ctx context.Context) error {
 	sm := socketmode.New(a.api)
 	ctx, cancel := context.WithCancel(ctx)
@@ -40,14 +41,21 @@ func (a *Adapter) runSocket(ctx context.Context) error {
 	}
 }
 
+// handled is the done channel of an envelope with no work to wait for.
+var handled = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, ev socketmode.Event) {
-	ack := func() {
+	ackAfter := func(done <-chan struct{}) {
 		if ev.Request == nil {
 			return
 		}
-		if err := sm.AckCtx(ctx, ev.Request.EnvelopeID, nil); err != nil {
-			a.log.Warn("slack: ack failed", "envelope_id", ev.Request.EnvelopeID, "err", err)
-		}
+		id := ev.Request.EnvelopeID
+		go func() {
+			a.handedOff(ctx, done)
+			if err := sm.AckCtx(ctx, id, nil); err != nil {
+				a.log.Warn("slack: ack failed", "envelope_id", id, "err", err)
+			}
+		}()
 	}
 	switch ev.Type {
 	case socketmode.EventTypeConnecting:
@@ -66,22 +74,25 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, ev s
 		a.log.Error("slack: socket mode authentication failed (check SANDBOT_SLACK_APP_TOKEN)")
 		a.setDown("socket mode authentication failed (check SANDBOT_SLACK_APP_TOKEN)")
 	// Work is registered before the ack goes out (so WaitIdle after an ack
-	// sees it) but runs on its own goroutine: the ack never waits for it.
+	// sees it) and runs on its own goroutine.
 	case socketmode.EventTypeEventsAPI:
+		var done <-chan struct{} = handled
 		if e, ok := ev.Data.(slackevents.EventsAPIEvent); ok {
-			a.spawn("event", func(ctx context.Context) error { return a.onEventsAPI(ctx, e) })
+			done = a.spawn("event", func(ctx context.Context) error { return a.onEventsAPI(ctx, e) })
 		}
-		ack()
+		ackAfter(done)
 	case socketmode.EventTypeInteractive:
+		var done <-chan struct{} = handled
 		if cb, ok := ev.Data.(slackgo.InteractionCallback); ok {
-			a.spawn("interaction", func(ctx context.Context) error { return a.onInteraction(ctx, cb) })
+			done = a.spawn("interaction", func(ctx context.Context) error { return a.onInteraction(ctx, cb) })
 		}
-		ack()
+		ackAfter(done)
 	case socketmode.EventTypeSlashCommand:
+		var done <-chan struct{} = handled
 		if sc, ok := ev.Data.(slackgo.SlashCommand); ok {
-			a.spawn("command", func(ctx context.Context) error { return a.onSlashCommand(ctx, sc) })
+			done = a.spawn("command", func(ctx context.Context) error { return a.onSlashCommand(ctx, sc) })
 		}
-		ack()
+		ackAfter(done)
 	case socketmode.EventTypeErrorBadMessage:
 		a.log.Warn("slack: unreadable socket mode message")
 	}
@@ -94,8 +105,9 @@ const maxBody = 1 << 20
 // /slack/commands (slash commands) and /slack/interactivity (buttons,
 // modals, shortcuts). Every request must carry a valid signature made with
 // the signing secret and a timestamp within five minutes; anything else
-// gets 401 and is not processed. Valid requests are answered at once and
-// handled afterwards, like Socket Mode envelopes.
+// gets 401 and is not processed. Valid requests are answered once their
+// work has handed them to the session or AckWithin has passed, like Socket
+// Mode envelopes.
 func (a *Adapter) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /slack/events", a.verified(a.serveEvents))
@@ -143,7 +155,7 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request, body []byt
 		_, _ = io.WriteString(w, ch.Challenge)
 		return
 	}
-	a.spawn("event", func(ctx context.Context) error { return a.onEventsAPI(ctx, ev) })
+	a.handedOff(r.Context(), a.spawn("event", func(ctx context.Context) error { return a.onEventsAPI(ctx, ev) }))
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -153,11 +165,11 @@ func (a *Adapter) serveCommand(w http.ResponseWriter, r *http.Request, _ []byte)
 		http.Error(w, "cannot parse command", http.StatusBadRequest)
 		return
 	}
-	a.spawn("command", func(ctx context.Context) error { return a.onSlashCommand(ctx, sc) })
+	a.handedOff(r.Context(), a.spawn("command", func(ctx context.Context) error { return a.onSlashCommand(ctx, sc) }))
 	w.WriteHeader(http.StatusOK)
 }
 
-func (a *Adapter) serveInteraction(w http.ResponseWriter, _ *http.Request, body []byte) {
+func (a *Adapter) serveInteraction(w http.ResponseWriter, r *http.Request, body []byte) {
 	form, err := url.ParseQuery(string(body))
 	var cb slackgo.InteractionCallback
 	if err == nil {
@@ -167,7 +179,7 @@ func (a *Adapter) serveInteraction(w http.ResponseWriter, _ *http.Request, body 
 		http.Error(w, "cannot parse interaction payload", http.StatusBadRequest)
 		return
 	}
-	a.spawn("interaction", func(ctx context.Context) error { return a.onInteraction(ctx, cb) })
+	a.handedOff(r.Context(), a.spawn("interaction", func(ctx context.Context) error { return a.onInteraction(ctx, cb) }))
 	w.WriteHeader(http.StatusOK) // an empty 200 also closes a submitted modal
 }
 

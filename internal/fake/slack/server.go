@@ -80,6 +80,13 @@ type Options struct {
 	// NoFilesRead makes the bot token lack files:read: url_private_download
 	// answers with a sign-in page, as Slack does.
 	NoFilesRead bool
+	// RedeliverUnacked are the waits after which an events_api envelope
+	// that nobody acknowledged is sent again (retry_attempt 1, 2, …;
+	// retry_reason "timeout"), each wait counted from the delivery before.
+	// Slack retries an unacknowledged event three times: about 3 s, 1 min
+	// and 5 min apart. Empty: never, so tests that leave events unacked on
+	// purpose see no retries of their own.
+	RedeliverUnacked []time.Duration
 }
 
 // DefaultUpdateBurst is the per-message burst of chat.update the fake

@@ -144,6 +144,10 @@ var errNoConnection = errors.New("fakeslack: no Socket Mode connection")
 // send pushes an envelope on the newest open connection, waiting for one if
 // none is open.
 func (s *Server) send(ctx context.Context, typ string, payload json.RawMessage, retry int) (string, error) {
+	return s.sendEnvelope(ctx, typ, payload, retry, false)
+}
+
+func (s *Server) sendEnvelope(ctx context.Context, typ string, payload json.RawMessage, retry int, unacked bool) (string, error) {
 	for {
 		s.mu.Lock()
 		var c *wsConn
@@ -171,7 +175,7 @@ func (s *Server) send(ctx context.Context, typ string, payload json.RawMessage, 
 		if retry > 0 {
 			env["retry_reason"] = "timeout"
 		}
-		s.sent = append(s.sent, Envelope{ID: id, Type: typ, Payload: payload, Retry: retry, At: time.Now(), Conn: c.id})
+		s.sent = append(s.sent, Envelope{ID: id, Type: typ, Payload: payload, Retry: retry, At: time.Now(), Conn: c.id, Unacked: unacked})
 		s.notifyLocked()
 		s.mu.Unlock()
 		if err := c.write(env); err != nil {
@@ -179,8 +183,49 @@ func (s *Server) send(ctx context.Context, typ string, payload json.RawMessage, 
 			s.forget(c)
 			continue
 		}
+		if typ == "events_api" && retry < len(s.opts.RedeliverUnacked) {
+			time.AfterFunc(s.opts.RedeliverUnacked[retry], func() { s.retryUnacked(id, typ, payload, retry+1) })
+		}
 		return id, nil
 	}
+}
+
+// retryUnacked sends an event again if envelope id was never acked, as
+// Slack does (Options.RedeliverUnacked).
+func (s *Server) retryUnacked(id, typ string, payload json.RawMessage, retry int) {
+	s.mu.Lock()
+	closed := s.closed
+	acked := false
+	for _, a := range s.acks {
+		if a.EnvelopeID == id {
+			acked = true
+			break
+		}
+	}
+	s.mu.Unlock()
+	if closed || acked {
+		return
+	}
+	// Slack waits for a connection; a closed server ends the wait.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	go func() {
+		for {
+			s.mu.Lock()
+			done, ch := s.closed, s.changed
+			s.mu.Unlock()
+			if done {
+				cancel()
+				return
+			}
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	_, _ = s.sendEnvelope(ctx, typ, payload, retry, true)
 }
 
 // SendEvent pushes an events_api envelope carrying an Events API payload

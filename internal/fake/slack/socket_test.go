@@ -291,3 +291,60 @@ func TestHTTPSigning(t *testing.T) {
 		t.Fatalf("accepted requests = %q", got)
 	}
 }
+
+// TestUnackedEventsAreSentAgain: as Slack does, an events_api envelope
+// nobody acknowledges comes again with the next retry_attempt, up to the
+// configured number of retries; an acknowledged one does not.
+func TestUnackedEventsAreSentAgain(t *testing.T) {
+	// The third delivery's retry would wait an hour: its ack, whenever it
+	// lands, comes first.
+	s, api := newClient(t, Options{RedeliverUnacked: []time.Duration{time.Millisecond, time.Millisecond, time.Hour}})
+	ctx := testCtx(t)
+	sm := socketmode.New(api)
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = sm.RunContext(sctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	// A DM is one envelope. The client acks nothing but the third
+	// delivery (retry_attempt 2).
+	sent, err := s.SendMessage(ctx, UserMessage{Channel: "D0001", ChannelType: "im", Text: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attempts []int
+	for len(attempts) < 3 {
+		select {
+		case ev := <-sm.Events:
+			if ev.Type != socketmode.EventTypeEventsAPI {
+				continue
+			}
+			attempts = append(attempts, ev.Request.RetryAttempt)
+			if ev.Request.RetryAttempt == 2 {
+				_ = sm.Ack(*ev.Request)
+			}
+		case <-ctx.Done():
+			t.Fatalf("deliveries so far: %v", attempts)
+		}
+	}
+	if attempts[0] != 0 || attempts[1] != 1 || attempts[2] != 2 {
+		t.Fatalf("retry attempts = %v, want [0 1 2]", attempts)
+	}
+	snap, err := s.WaitFor(ctx, func(sn Snapshot) bool { return len(sn.Acks) == 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resent int
+	for _, e := range snap.Sent {
+		if e.Unacked {
+			resent++
+			if e.Retry == 0 {
+				t.Fatalf("a resent envelope without retry_attempt: %+v", e)
+			}
+		} else if e.ID != sent.Envelopes[0] {
+			t.Fatalf("an envelope neither sent first nor resent: %+v", e)
+		}
+	}
+	if resent != 2 {
+		t.Fatalf("%d envelopes resent, want 2 (the third delivery was acknowledged)", resent)
+	}
+}

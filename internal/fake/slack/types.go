@@ -56,6 +56,9 @@ type Envelope struct {
 	At      time.Time
 	// Conn is the websocket it went out on (1-based, in accept order).
 	Conn int
+	// Unacked says the fake sent it again because an earlier delivery was
+	// never acknowledged (Options.RedeliverUnacked).
+	Unacked bool
 }
 
 // Hook is a post to a response_url.
