@@ -13,9 +13,10 @@ import (
 )
 
 var (
-	run  = flag.Bool("chaos", false, "run the chaos suite's short mode (off by default: see docs/RELIABILITY.md, an open stall)")
-	long = flag.Bool("long", false, "run the long mode (docs/RELIABILITY.md's figures) instead of the short one")
-	seed = flag.Uint64("seed", 0, "the run's seed (0: from the clock, printed)")
+	run    = flag.Bool("chaos", false, "run the chaos suite's short mode (off by default: see docs/RELIABILITY.md, an open stall)")
+	long   = flag.Bool("long", false, "run the long mode (docs/RELIABILITY.md's figures) instead of the short one")
+	seed   = flag.Uint64("seed", 0, "the run's seed (0: from the clock, printed)")
+	faults = flag.String("faults", "", "the faults to inject, comma-separated, or \"all\" (default: the mode's own)")
 )
 
 // TestChaos runs the stack under faults and fails on any loss or duplicate
@@ -44,6 +45,13 @@ func TestChaos(t *testing.T) {
 	cfg := Short(s, dir)
 	if *long {
 		cfg = Long(s, dir)
+	}
+	if *faults != "" {
+		fs, err := ParseFaults(*faults)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Faults = fs
 	}
 	logFile, err := os.Create(filepath.Join(dir, "chaos.log"))
 	if err != nil {

@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 )
 
 // Fault kinds. Each is injected at random moments of the run, drawn from
@@ -19,11 +23,29 @@ const (
 	FaultRateLimit     = "slack-429-storm"
 	FaultModel500      = "model-500s"
 	FaultModel401      = "model-401-window"
+	FaultDiskFull      = "snapshot-disk-full"
+	FaultBotsOnEvent   = "bots-killed-on-event"
 )
 
 // AllFaults is every kind the suite knows, in a fixed order (the seed's
 // draws depend on it).
-var AllFaults = []string{FaultWorkerKill, FaultBotRestart, FaultServerRestart, FaultSocketDrop, FaultRateLimit, FaultModel500, FaultModel401}
+var AllFaults = []string{FaultWorkerKill, FaultBotRestart, FaultServerRestart, FaultSocketDrop, FaultRateLimit, FaultModel500, FaultModel401, FaultDiskFull, FaultBotsOnEvent}
+
+// ParseFaults reads a comma-separated list of fault names, or "all".
+func ParseFaults(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "all" {
+		return AllFaults, nil
+	}
+	var out []string
+	for f := range strings.SplitSeq(list, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(AllFaults, f) {
+			return nil, fmt.Errorf("chaos: unknown fault %q; the faults are %s, or all", f, strings.Join(AllFaults, ", "))
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
 
 type injector struct {
 	s   *stack
@@ -61,7 +83,7 @@ func (in *injector) run(ctx context.Context) {
 // platform trouble are common; a refused model key (which fails the turn
 // visibly, so the user asks again) and a server restart less so.
 var weights = map[string]int{FaultWorkerKill: 3, FaultBotRestart: 2, FaultServerRestart: 1, FaultSocketDrop: 2,
-	FaultRateLimit: 2, FaultModel500: 2, FaultModel401: 1}
+	FaultRateLimit: 2, FaultModel500: 2, FaultModel401: 1, FaultDiskFull: 1, FaultBotsOnEvent: 1}
 
 func (in *injector) pick() string {
 	total := 0
@@ -116,6 +138,40 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 		d := time.Duration(500+in.rng.IntN(1500)) * time.Millisecond
 		log.Info("chaos: model refuses the key (401)", "window", d)
 		in.w.flaps.authWindow(d)
+	case FaultBotsOnEvent:
+		// Every replica dies the moment Slack delivers the next event or
+		// click, before any could hand it on: what it becomes depends on
+		// the ack (Slack resends an unacknowledged event; the user clicks
+		// again) and nothing else.
+		fired := make(chan fakeslack.Envelope, 1)
+		in.s.slack.AfterNextSend(func(e fakeslack.Envelope) {
+			for _, b := range in.s.bots {
+				b.kill()
+			}
+			fired <- e
+		})
+		var e fakeslack.Envelope
+		select {
+		case e = <-fired:
+		case <-ctx.Done():
+			in.s.slack.AfterNextSend(nil)
+			return nil
+		case <-time.After(time.Minute):
+			in.s.slack.AfterNextSend(nil)
+			log.Info("chaos: no event in a minute; nothing killed")
+			return nil
+		}
+		log.Info("chaos: every bot SIGKILLed on delivery", "envelope", e.ID, "type", e.Type)
+		sleep(ctx, time.Duration(in.rng.IntN(1500))*time.Millisecond)
+		for _, b := range in.s.bots {
+			if err := b.start(ctx, ""); err != nil {
+				return err
+			}
+		}
+	case FaultDiskFull:
+		hold := time.Duration(1000+in.rng.IntN(4000)) * time.Millisecond
+		log.Info("chaos: snapshot store full", "hold", hold)
+		return fillDisk(ctx, in.s.snapMount, hold)
 	default:
 		return fmt.Errorf("unknown fault %q", kind)
 	}

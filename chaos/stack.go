@@ -8,11 +8,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandbot/sandbot/internal/devserver"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
@@ -38,6 +40,10 @@ type stack struct {
 	port   int
 	ns     string
 	cl     client.Client
+
+	// snapMount is the tmpfs the snapshot store is on (the disk-full
+	// fault's), or "".
+	snapMount string
 
 	model *fakeopenai.Server
 	slack *fakeslack.Server
@@ -91,7 +97,12 @@ func startStack(ctx context.Context, cfg Config, w *workload, log *slog.Logger) 
 		RedeliverUnacked: []time.Duration{3 * time.Second, time.Minute, 5 * time.Minute}})
 
 	snap := filepath.Join(s.dir, "snapshots")
-	if err := os.MkdirAll(snap, 0o700); err != nil {
+	if slices.Contains(cfg.Faults, FaultDiskFull) {
+		if s.snapMount, snap, err = snapshotFS(s.dir); err != nil {
+			s.close()
+			return nil, err
+		}
+	} else if err := os.MkdirAll(snap, 0o700); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -236,6 +247,10 @@ func (s *stack) close() {
 		s.srv = nil
 	}
 	s.srvMu.Unlock()
+	if s.snapMount != "" {
+		_ = unix.Unmount(s.snapMount, unix.MNT_DETACH)
+		s.snapMount = ""
+	}
 }
 
 // quietSDK drops the SDK client's own logging (reconnect warnings while the

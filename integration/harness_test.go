@@ -120,10 +120,17 @@ type stackOption func(*config.Config)
 
 func newStack(t testing.TB, opts ...stackOption) *stack {
 	t.Helper()
+	return newStackClient(t, client.Options{}, opts...)
+}
+
+// newStackClient is newStack with the options of the client that the
+// worker, the core and the test share (a benchmark counts its calls).
+func newStackClient(t testing.TB, copts client.Options, opts ...stackOption) *stack {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	log := testLogger(t)
-	c, err := srv.NewClient(ctx, client.Options{})
+	c, err := srv.NewClient(ctx, copts)
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}

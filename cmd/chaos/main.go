@@ -20,14 +20,15 @@ func main() {
 	long := flag.Bool("long", false, "the long mode (docs/RELIABILITY.md's figures)")
 	seed := flag.Uint64("seed", 0, "seed (0: from the clock)")
 	keep := flag.Bool("keep", false, "keep the run's directory (state and logs)")
+	faults := flag.String("faults", "", `the faults to inject, comma-separated, or "all" (default: the mode's own)`)
 	flag.Parse()
-	if err := run(*long, *seed, *keep); err != nil {
+	if err := run(*long, *seed, *keep, *faults); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
 }
 
-func run(long bool, seed uint64, keep bool) error {
+func run(long bool, seed uint64, keep bool, faults string) error {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
@@ -41,6 +42,11 @@ func run(long bool, seed uint64, keep bool) error {
 	cfg := chaos.Short(seed, dir)
 	if long {
 		cfg = chaos.Long(seed, dir)
+	}
+	if faults != "" {
+		if cfg.Faults, err = chaos.ParseFaults(faults); err != nil {
+			return err
+		}
 	}
 	f, err := os.Create(filepath.Join(dir, "chaos.log"))
 	if err != nil {

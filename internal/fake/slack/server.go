@@ -149,6 +149,9 @@ type Server struct {
 	nconn   int
 	opened  int
 	closed  bool
+	// afterSend is called once, after the next envelope is written (see
+	// AfterNextSend).
+	afterSend func(Envelope)
 }
 
 // New starts a fake Slack on a local port. Call Close when done.

@@ -183,11 +183,28 @@ func (s *Server) sendEnvelope(ctx context.Context, typ string, payload json.RawM
 			s.forget(c)
 			continue
 		}
+		s.mu.Lock()
+		hook := s.afterSend
+		s.afterSend = nil
+		s.mu.Unlock()
+		if hook != nil {
+			hook(Envelope{ID: id, Type: typ, Payload: payload, Retry: retry, Conn: c.id, Unacked: unacked})
+		}
 		if typ == "events_api" && retry < len(s.opts.RedeliverUnacked) {
 			time.AfterFunc(s.opts.RedeliverUnacked[retry], func() { s.retryUnacked(id, typ, payload, retry+1) })
 		}
 		return id, nil
 	}
+}
+
+// AfterNextSend calls fn once, right after the next envelope has been
+// written to a client's websocket and before its ack can be awaited: a
+// test kills the receiving bot there, to see what an event delivered to a
+// bot that dies at once becomes. A later call replaces an unfired fn.
+func (s *Server) AfterNextSend(fn func(Envelope)) {
+	s.mu.Lock()
+	s.afterSend = fn
+	s.mu.Unlock()
 }
 
 // retryUnacked sends an event again if envelope id was never acked, as

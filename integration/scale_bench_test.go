@@ -1,0 +1,224 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
+
+	"github.com/sandbot/sandbot/config"
+	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
+	"github.com/sandbot/sandbot/session"
+)
+
+// rpcCounter counts the Temporal RPCs a client makes, by method.
+type rpcCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *rpcCounter) interceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	c.mu.Lock()
+	c.n[method[strings.LastIndex(method, "/")+1:]]++
+	c.mu.Unlock()
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func (c *rpcCounter) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.n))
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
+}
+
+// benchEnvInt reads a benchmark size from the environment.
+func benchEnvInt(tb testing.TB, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		tb.Fatalf("%s=%q: want a positive whole number", name, v)
+	}
+	return n
+}
+
+// BenchmarkIdleSessionsAtScale is the chaos issue's scale at rest: many
+// sessions (SANDBOT_BENCH_IDLE_SESSIONS, default 10,000) each finish a turn
+// and go idle on one real cmd/worker process. It reports the worker's
+// resident memory and the bot's (this process's Go heap, which also holds
+// the embedded server, so an upper bound), counts every Temporal call the
+// bot makes during an idle window (SANDBOT_BENCH_IDLE_WINDOW, default 1
+// minute) — an idle session must cost no polling — and then wakes 100 of
+// them at once with a message whose turn runs a tool call, reporting the
+// p50/p95 time from the message to its first status card.
+func BenchmarkIdleSessionsAtScale(b *testing.B) {
+	sessions := benchEnvInt(b, "SANDBOT_BENCH_IDLE_SESSIONS", 10000)
+	window := time.Minute
+	if v := os.Getenv("SANDBOT_BENCH_IDLE_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			b.Fatalf("SANDBOT_BENCH_IDLE_WINDOW=%q: want a positive duration such as 1m", v)
+		}
+		window = d
+	}
+	const wake = 100
+	rpcs := &rpcCounter{n: map[string]int{}}
+	bin := buildWorkerTB(b)
+	s := newStackClient(b, client.Options{ConnectionOptions: client.ConnectionOptions{
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(rpcs.interceptor)},
+	}}, func(c *config.Config) { c.Session.ApprovalMode = "never" })
+	s.worker.Stop()
+	var tools atomic.Int32 // tool calls per turn the model asks for
+	s.model.SetResponder(func(req fakeopenai.RecordedRequest) fakeopenai.Step {
+		return toolLoop(int(tools.Load()))(req)
+	})
+	proc := exec.Command(bin)
+	proc.Env = append(os.Environ(),
+		"SANDBOT_TEMPORAL_ADDRESS="+srv.HostPort(),
+		"SANDBOT_TEMPORAL_NAMESPACE="+srv.Namespace(),
+		"SANDBOT_TEMPORAL_TASK_QUEUE="+s.cfg.Temporal.TaskQueue,
+		"SANDBOT_MODEL_BASE_URL="+s.cfg.Model.BaseURL,
+		"SANDBOT_MODEL_NAME="+s.cfg.Model.Name,
+		"SANDBOT_SANDBOX_LOCAL_ROOT="+s.cfg.Sandbox.LocalRoot,
+		"SANDBOT_SANDBOX_SNAPSHOT_URL="+s.cfg.Sandbox.SnapshotURL,
+		"SANDBOT_SESSION_APPROVAL_MODE="+s.cfg.Session.ApprovalMode,
+		"SANDBOT_DECISION_KEY="+s.cfg.DecisionKey,
+		"SANDBOT_LOG_LEVEL=error",
+	)
+	if err := proc.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = proc.Process.Kill(); _ = proc.Wait() }()
+	base := rssKB(b, proc.Process.Pid)
+	// A finished turn leaves the session idle (its status stays the turn's
+	// outcome).
+	idle := func(st session.TurnState) bool { return st.Turn >= 1 && st.Status == session.StatusComplete }
+
+	for n := 0; n < b.N; n++ {
+		name := func(i int) string { return fmt.Sprintf("scale-%d-%d", n, i) }
+		start := time.Now()
+		sem := make(chan struct{}, 32)
+		var wg sync.WaitGroup
+		errs := make(chan error, sessions)
+		for i := range sessions {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				th := s.thread(name(i))
+				if err := s.core.HandleMessage(s.ctx, s.poster, chatMessage(th, "e-"+name(i), "hello")); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			b.Fatal(err)
+		}
+		for i := range sessions {
+			s.waitStateEvery(s.thread(name(i)), 200*time.Millisecond, "idle", idle)
+		}
+		created := time.Since(start)
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		rss := rssKB(b, proc.Process.Pid)
+
+		// The idle window: nothing but the bot's own background work.
+		before := rpcs.snapshot()
+		time.Sleep(window)
+		after := rpcs.snapshot()
+		var calls []string
+		idleCalls, idleQueries := 0, 0
+		for m, v := range after {
+			if d := v - before[m]; d > 0 {
+				calls = append(calls, fmt.Sprintf("%s %d", m, d))
+				idleCalls += d
+				if m == "QueryWorkflow" {
+					idleQueries += d
+				}
+			}
+		}
+		slices.Sort(calls)
+		perMinute := func(k int) float64 { return float64(k) / window.Minutes() }
+
+		// Wake 100 at once, each with a turn of one tool call.
+		tools.Store(1)
+		rng := rand.New(rand.NewPCG(uint64(n), 7))
+		picked := rng.Perm(sessions)[:min(wake, sessions)]
+		postsIn := func(name string) int {
+			posts, _ := s.poster.snapshot()
+			k := 0
+			for _, p := range posts {
+				if p.Thread.Thread == name {
+					k++
+				}
+			}
+			return k
+		}
+		lat := make([]time.Duration, len(picked))
+		var wwg sync.WaitGroup
+		for j, i := range picked {
+			had := postsIn(name(i))
+			wwg.Go(func() {
+				t0 := time.Now()
+				th := s.thread(name(i))
+				if err := s.core.HandleMessage(s.ctx, s.poster, chatMessage(th, "w-"+name(i), "again")); err != nil {
+					b.Error(err)
+					return
+				}
+				deadline := time.After(waitTimeout)
+				for {
+					s.poster.mu.Lock()
+					ch := s.poster.changed
+					s.poster.mu.Unlock()
+					if postsIn(name(i)) > had {
+						break
+					}
+					select {
+					case <-ch:
+					case <-deadline:
+						b.Errorf("no status card in %s within %s of its message", name(i), waitTimeout)
+						return
+					}
+				}
+				lat[j] = time.Since(t0)
+			})
+		}
+		wwg.Wait()
+		if b.Failed() {
+			return
+		}
+		tools.Store(0)
+		slices.Sort(lat)
+		p50, p95 := lat[len(lat)/2], lat[len(lat)*95/100]
+
+		b.ReportMetric(float64(rss)/1024, "MB-worker-rss")
+		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "MB-bot-process-heap")
+		b.ReportMetric(perMinute(idleQueries), "idle-queries/min")
+		b.ReportMetric(perMinute(idleCalls), "idle-calls/min")
+		b.ReportMetric(float64(p50.Milliseconds()), "wake-p50-ms")
+		b.ReportMetric(float64(p95.Milliseconds()), "wake-p95-ms")
+		b.Logf("%d sessions created and idle in %s; worker RSS %.1f MB (at start %.1f MB); bot process heap in use %.1f MB (embedded server included); "+
+			"idle %s: %d queries, %d Temporal calls in all (%.1f/min: %s); waking %d at once: first card p50 %s, p95 %s",
+			sessions, created.Round(time.Second), float64(rss)/1024, float64(base)/1024, float64(ms.HeapInuse)/(1<<20),
+			window, idleQueries, idleCalls, perMinute(idleCalls), strings.Join(calls, ", "), len(picked), p50.Round(time.Millisecond), p95.Round(time.Millisecond))
+	}
+}
