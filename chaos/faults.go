@@ -140,28 +140,58 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 		in.w.flaps.authWindow(d)
 	case FaultBotsOnEvent:
 		// Every replica dies the moment Slack delivers the next event or
-		// click, before any could hand it on: what it becomes depends on
-		// the ack (Slack resends an unacknowledged event; the user clicks
-		// again) and nothing else.
-		fired := make(chan fakeslack.Envelope, 1)
-		in.s.slack.AfterNextSend(func(e fakeslack.Envelope) {
+		// click, before any could hand it on (Slack must resend an event
+		// nobody acknowledged; the user clicks again), or the moment a bot
+		// acknowledges one (an acknowledged event must already be in the
+		// session: Slack never sends it again).
+		fired := make(chan string, 1)
+		var armMu sync.Mutex
+		armed := true
+		killAll := func(what string) {
+			armMu.Lock()
+			defer armMu.Unlock()
+			if !armed {
+				return
+			}
+			armed = false
 			for _, b := range in.s.bots {
 				b.kill()
 			}
-			fired <- e
-		})
-		var e fakeslack.Envelope
-		select {
-		case e = <-fired:
-		case <-ctx.Done():
-			in.s.slack.AfterNextSend(nil)
-			return nil
-		case <-time.After(time.Minute):
-			in.s.slack.AfterNextSend(nil)
-			log.Info("chaos: no event in a minute; nothing killed")
-			return nil
+			fired <- what
 		}
-		log.Info("chaos: every bot SIGKILLed on delivery", "envelope", e.ID, "type", e.Type)
+		onAck := in.rng.IntN(2) == 0
+		if onAck {
+			in.s.slack.AfterNextAck(func(a fakeslack.Ack) { killAll("ack of " + a.EnvelopeID) })
+		} else {
+			in.s.slack.AfterNextSend(func(e fakeslack.Envelope) { killAll("delivery of " + e.ID + " (" + e.Type + ")") })
+		}
+		// disarm reports whether the kill had not happened (and now will
+		// not); if it had, the bots must be started again.
+		disarm := func() bool {
+			armMu.Lock()
+			defer armMu.Unlock()
+			in.s.slack.AfterNextAck(nil)
+			in.s.slack.AfterNextSend(nil)
+			was := armed
+			armed = false
+			return was
+		}
+		var what string
+		select {
+		case what = <-fired:
+		case <-ctx.Done():
+			if disarm() {
+				return nil
+			}
+			what = <-fired
+		case <-time.After(time.Minute):
+			if disarm() {
+				log.Info("chaos: no event in a minute; nothing killed")
+				return nil
+			}
+			what = <-fired
+		}
+		log.Info("chaos: every bot SIGKILLed", "on", what)
 		sleep(ctx, time.Duration(in.rng.IntN(1500))*time.Millisecond)
 		for _, b := range in.s.bots {
 			if err := b.start(ctx, ""); err != nil {

@@ -150,8 +150,9 @@ type Server struct {
 	opened  int
 	closed  bool
 	// afterSend is called once, after the next envelope is written (see
-	// AfterNextSend).
+	// AfterNextSend); afterAck once, after the next ack is recorded.
 	afterSend func(Envelope)
+	afterAck  func(Ack)
 }
 
 // New starts a fake Slack on a local port. Call Close when done.

@@ -134,7 +134,12 @@ func (s *Server) readLoop(c *wsConn) {
 		}
 		s.acks = append(s.acks, a)
 		s.notifyLocked()
+		hook := s.afterAck
+		s.afterAck = nil
 		s.mu.Unlock()
+		if hook != nil {
+			hook(a)
+		}
 	}
 }
 
@@ -204,6 +209,15 @@ func (s *Server) sendEnvelope(ctx context.Context, typ string, payload json.RawM
 func (s *Server) AfterNextSend(fn func(Envelope)) {
 	s.mu.Lock()
 	s.afterSend = fn
+	s.mu.Unlock()
+}
+
+// AfterNextAck calls fn once, right after the next ack has been recorded:
+// a test kills the bot there, to see whether an acknowledged event had
+// already been handed on. A later call replaces an unfired fn.
+func (s *Server) AfterNextAck(fn func(Ack)) {
+	s.mu.Lock()
+	s.afterAck = fn
 	s.mu.Unlock()
 }
 
