@@ -60,12 +60,8 @@ type Config struct {
 	Log *slog.Logger
 }
 
-// ShortFaults are the short mode's faults: all but the Temporal server
-// restart, which is left to the long mode while a stall it can cause is
-// open (docs/RELIABILITY.md: a session that waited five minutes with no
-// card update after server restarts among worker kills, in CI's run of
-// seed 1796297435583619529).
-var ShortFaults = []string{FaultWorkerKill, FaultBotRestart, FaultSocketDrop, FaultRateLimit, FaultModel500, FaultModel401}
+// ShortFaults are the short mode's faults: all of them.
+var ShortFaults = AllFaults
 
 // Short is the CI mode: a few minutes on two cores.
 func Short(seed uint64, dir string) Config {

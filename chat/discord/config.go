@@ -17,6 +17,7 @@ import (
 const (
 	DefaultEditInterval        = time.Second
 	DefaultInteractionTokenTTL = 15 * time.Minute
+	DefaultAckWithin           = 2 * time.Second
 	DefaultMaxAnswerParts      = 4
 	DefaultThreadAutoArchive   = 1440 // minutes
 )
@@ -64,6 +65,14 @@ type Config struct {
 	// replies (default 15 min, Discord's lifetime). Replies that come later
 	// are posted as normal bot messages. Tests set it short.
 	InteractionTokenTTL time.Duration
+	// AckWithin bounds how long a click (or a reject modal's submit) waits
+	// for its decision to reach the session before the interaction is
+	// acknowledged, default 2 s (Discord allows 3). Acknowledging after the
+	// decision means a bot that dies first leaves the interaction
+	// unacknowledged, so Discord tells the user the application did not
+	// respond and they click again, instead of a click that looked
+	// accepted deciding nothing.
+	AckWithin time.Duration
 	// MaxAnswerParts is how many messages a long answer may be split into
 	// before it is uploaded as a file instead (default 4).
 	MaxAnswerParts int
@@ -92,6 +101,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.InteractionTokenTTL == 0 {
 		c.InteractionTokenTTL = DefaultInteractionTokenTTL
+	}
+	if c.AckWithin == 0 {
+		c.AckWithin = DefaultAckWithin
 	}
 	if c.MaxAnswerParts == 0 {
 		c.MaxAnswerParts = DefaultMaxAnswerParts

@@ -121,8 +121,30 @@ func (a *Adapter) handleButton(ctx context.Context, r *ireply) {
 		r.respond(ctx, rejectModal(r.i.MessageComponentData().CustomID))
 		return
 	}
-	r.respond(ctx, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
-	a.decide(ctx, r, chat.Action{ID: action, Value: value, User: u})
+	a.decideThenAck(ctx, r, chat.Action{ID: action, Value: value, User: u})
+}
+
+// decideThenAck decides act and acknowledges the interaction once the
+// decision has reached the session, or after AckWithin if that takes
+// longer (the decision goes on). A bot that dies before the decision so
+// leaves the click unacknowledged: Discord shows the user that the
+// application did not respond, where an early acknowledgement showed a
+// click accepted that decided nothing.
+func (a *Adapter) decideThenAck(ctx context.Context, r *ireply, act chat.Action) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.decide(ctx, r, act)
+	}()
+	t := time.NewTimer(a.cfg.AckWithin)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	r.ackUpdate(ctx)
+	<-done
 }
 
 // modalInputs is, for each action whose button opens a modal, the text
@@ -137,24 +159,27 @@ var modalInputs = map[string]string{chat.ActionReject: reasonInput}
 // which stays until it is replaced.
 func (a *Adapter) handleModal(ctx context.Context, r *ireply) {
 	data := r.i.ModalSubmitData()
-	if r.i.Message != nil {
-		r.respond(ctx, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
-	} else {
+	if r.i.Message == nil {
 		r.deferAnswer(ctx, true)
 	}
 	action, value, err := ParseCustomID(data.CustomID)
 	input, known := modalInputs[action]
 	if err != nil || !known {
+		r.ackUpdate(ctx)
 		r.answer(ctx, chat.Reply{Text: "This form is not one I know; nothing was decided. Use the buttons on the latest status message.", Ephemeral: true})
 		return
 	}
 	reason, ok := modalValue(data, input)
 	if !ok {
 		a.log.Warn("modal submit without its input", "interaction_id", r.i.ID, "action", action, "input", input)
+		r.ackUpdate(ctx)
 		r.answer(ctx, chat.Reply{Text: "This form came back without its " + input + " field, so nothing was decided. Click the button on the latest status message again for a fresh form.", Ephemeral: true})
 		return
 	}
-	a.decide(ctx, r, chat.Action{ID: action, Value: value, Reason: reason, User: r.user()})
+	// A submit from a button's modal is acknowledged with a deferred
+	// update of the button's message once decided; one without a message
+	// was deferred above, and ackUpdate does nothing.
+	a.decideThenAck(ctx, r, chat.Action{ID: action, Value: value, Reason: reason, User: r.user()})
 }
 
 // decider is the core's pre-check of who may decide an approval
@@ -192,25 +217,31 @@ func (a *Adapter) mayDecide(ctx context.Context, r *ireply, act chat.Action) str
 // decide hands an approval to the core, which answers refusals through
 // act.Reply and re-renders the status message on success.
 func (a *Adapter) decide(ctx context.Context, r *ireply, act chat.Action) {
+	// An answer follows the interaction's acknowledgement (a follow-up
+	// needs one), so the first answer sends it.
+	answer := func(ctx context.Context, rep chat.Reply) {
+		r.ackUpdate(ctx)
+		r.answer(ctx, rep)
+	}
 	th, err := a.interactionThread(ctx, r.i)
 	if err != nil {
 		a.log.Error("action: channel lookup failed", "interaction_id", r.i.ID, "err", err)
-		r.answer(ctx, chat.Reply{Text: "I could not look this channel up; try again in a moment.", Ephemeral: true})
+		answer(ctx, chat.Reply{Text: "I could not look this channel up; try again in a moment.", Ephemeral: true})
 		return
 	}
 	if err := a.cfg.Authorize(act.User, th); err != nil {
-		r.answer(ctx, chat.Reply{Text: chat.UserMessage(err), Ephemeral: true})
+		answer(ctx, chat.Reply{Text: chat.UserMessage(err), Ephemeral: true})
 		return
 	}
 	if th.Thread == "" {
 		// Cards with decisions live in session threads (or DMs); a click
 		// in a plain channel names no session.
-		r.answer(ctx, chat.Reply{Text: "This button is not in a session's thread; nothing was done.", Ephemeral: true})
+		answer(ctx, chat.Reply{Text: "This button is not in a session's thread; nothing was done.", Ephemeral: true})
 		return
 	}
 	act.Thread = th
 	act.Reply = func(ctx context.Context, text string) error {
-		r.answer(ctx, chat.Reply{Text: text, Ephemeral: true})
+		answer(ctx, chat.Reply{Text: text, Ephemeral: true})
 		return nil
 	}
 	err = a.core.HandleAction(ctx, a, act)
@@ -227,7 +258,7 @@ func (a *Adapter) decide(ctx context.Context, r *ireply, act chat.Action) {
 		case text == "":
 			text = "Done."
 		}
-		r.answer(ctx, chat.Reply{Text: text, Ephemeral: true})
+		answer(ctx, chat.Reply{Text: text, Ephemeral: true})
 	}
 }
 

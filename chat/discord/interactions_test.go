@@ -242,6 +242,7 @@ func TestApproveButton(t *testing.T) {
 	if act.ID != chat.ActionApprove || act.Value != "2.call_1" || act.User.ID != alice.User.ID || act.Thread != th || act.Reason != "" {
 		t.Fatalf("action = %+v", act)
 	}
+	wait(t, f, "the click's ack", func() bool { return interaction(t, f, id).ResponseType != 0 })
 	if in := interaction(t, f, id); in.ResponseType != fakediscord.CallbackDeferUpdate {
 		t.Fatalf("button ack type %d, want deferred update", in.ResponseType)
 	}
@@ -277,6 +278,8 @@ func TestRejectOpensModalWithReason(t *testing.T) {
 	if act.ID != chat.ActionReject || act.Value != "2.call_1" || act.Reason != "not on main" || act.Thread != th {
 		t.Fatalf("action = %+v", act)
 	}
+	// Acknowledged once decided, with a deferred update of the card.
+	wait(t, f, "the submit's ack", func() bool { return interaction(t, f, sid).ResponseType != 0 })
 	if in := interaction(t, f, sid); in.ResponseType != fakediscord.CallbackDeferUpdate {
 		t.Fatalf("modal submit ack type %d", in.ResponseType)
 	}
@@ -306,4 +309,71 @@ func TestUnauthorizedClickIsRefusedAtOnce(t *testing.T) {
 	if a := rec.Record().Actions[0]; a.User.ID != alice.User.ID {
 		t.Fatalf("action by %s", a.User.ID)
 	}
+}
+
+// TestClickAckWaitsForTheDecision: a click is acknowledged only once its
+// decision reached the session, so a bot that dies before then leaves it
+// unacknowledged and Discord tells the user the application did not
+// respond. The deferred update used to go out first: the click looked
+// accepted and decided nothing.
+func TestClickAckWaitsForTheDecision(t *testing.T) {
+	t.Parallel()
+	f := fakediscord.Start(t, fakediscord.Options{})
+	rec := &chattest.Core{}
+	release := make(chan struct{})
+	rec.OnAction = func(ctx context.Context, _ chat.Poster, _ chat.Action) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	cfg := config(f)
+	cfg.AckWithin = time.Hour
+	a := start(t, cfg, rec)
+	th := startSession(t, f, rec)
+	ref, ids := statusMessage(t, a, th)
+
+	id, err := f.ClickButton(ref, alice, ids[chat.ActionApprove])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.WaitFor(t, "the click", func(r chattest.Record) bool { return len(r.Actions) == 1 })
+	if in := interaction(t, f, id); in.ResponseType != 0 {
+		t.Fatalf("the click was acknowledged (type %d) before its decision reached the session", in.ResponseType)
+	}
+	close(release)
+	wait(t, f, "the ack after the decision", func() bool { return interaction(t, f, id).ResponseType == fakediscord.CallbackDeferUpdate })
+}
+
+// TestSlowDecisionIsAcknowledgedInTime: a decision that takes longer than
+// AckWithin is acknowledged at AckWithin, inside Discord's 3 s, and its
+// refusal still reaches the user as a follow-up.
+func TestSlowDecisionIsAcknowledgedInTime(t *testing.T) {
+	t.Parallel()
+	f := fakediscord.Start(t, fakediscord.Options{})
+	rec := &chattest.Core{}
+	release := make(chan struct{})
+	rec.OnAction = func(ctx context.Context, _ chat.Poster, a chat.Action) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return a.Reply(ctx, "You may not approve in this session.")
+	}
+	cfg := config(f)
+	cfg.AckWithin = 10 * time.Millisecond
+	a := start(t, cfg, rec)
+	th := startSession(t, f, rec)
+	ref, ids := statusMessage(t, a, th)
+
+	id, err := f.ClickButton(ref, bob, ids[chat.ActionApprove])
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, f, "the ack while the decision waits", func() bool { return interaction(t, f, id).ResponseType == fakediscord.CallbackDeferUpdate })
+	close(release)
+	wait(t, f, "the refusal", func() bool { return len(interaction(t, f, id).FollowUps) == 1 })
 }

@@ -3,6 +3,7 @@ package discord
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -22,6 +23,24 @@ type ireply struct {
 	// (@original) that an answer can replace; ephemeral says whether it
 	// is ephemeral. answered is set once answer ran.
 	deferred, ephemeral, answered bool
+
+	// ackMu guards acked: a decision's deferred update may be sent by the
+	// deciding goroutine (before its first answer) or by the one waiting
+	// out AckWithin, whichever comes first (see Adapter.decideThenAck).
+	ackMu sync.Mutex
+	acked bool
+}
+
+// ackUpdate acknowledges a click with a deferred update of its message
+// (the status card then shows the decision), once.
+func (r *ireply) ackUpdate(ctx context.Context) {
+	r.ackMu.Lock()
+	defer r.ackMu.Unlock()
+	if r.acked {
+		return
+	}
+	r.acked = true
+	r.respond(ctx, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
 }
 
 func (r *ireply) user() chat.User {
@@ -49,6 +68,9 @@ func (r *ireply) deferAnswer(ctx context.Context, ephemeral bool) {
 	if ephemeral {
 		resp.Data.Flags = discordgo.MessageFlagsEphemeral
 	}
+	r.ackMu.Lock()
+	r.acked = true
+	r.ackMu.Unlock()
 	r.deferred = r.respond(ctx, resp)
 	r.ephemeral = ephemeral
 }
