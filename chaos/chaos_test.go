@@ -59,7 +59,11 @@ func TestChaos(t *testing.T) {
 	}
 	defer logFile.Close()
 	cfg.Log = slog.New(slog.NewTextHandler(logFile, nil))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	limit := 30 * time.Minute
+	if *long {
+		limit = time.Hour
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	rep, err := Run(ctx, cfg)
 	if err != nil {

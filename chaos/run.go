@@ -71,8 +71,11 @@ func Short(seed uint64, dir string) Config {
 
 // Long is the local mode whose figures docs/RELIABILITY.md reports.
 func Long(seed uint64, dir string) Config {
+	// Sized to end within the test's hour: every call waits for an
+	// approval and its own card edits, and the workspace's chat.update
+	// budget (50 a minute) is shared by every session.
 	c := Short(seed, dir)
-	c.Sessions, c.Turns = 40, 8
+	c.Sessions, c.Turns = 8, 6
 	c.Faults = AllFaults
 	c.FaultEvery = 5 * time.Second
 	return c
