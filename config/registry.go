@@ -96,14 +96,16 @@ func Lookup(name string) (Var, bool) {
 // sets inside sandboxes. They are listed so that every SANDBOT_* name in
 // the repository is accounted for here (see the registry test).
 var OtherNames = map[string]string{
-	"SANDBOT_SANDBOX":           "set by the local backend in every command's environment: the workspace path, to find escaped processes",
-	"SANDBOT_TEST_LOG":          "tests: print the integration tests' logs to stderr",
-	"SANDBOT_TEST_SECRET":       "tests: a secret of the worker's environment the docker and e2b backends' tests expect never to reach a sandbox",
-	"SANDBOT_LOCAL_HELPER_ROOT": "tests: the local backend's re-executed helper process",
-	"SANDBOT_BENCH_FILES":       "benchmarks: workspace file count of the local backend's snapshot benchmark",
-	"SANDBOT_BENCH_MB":          "benchmarks: workspace size of the local backend's snapshot benchmark",
-	"SANDBOT_BENCH_NO_WATCH":    "benchmarks: measure turns without the bot's watcher",
-	"SANDBOT_FUZZTIME":          "CI: the fuzzing step's budget per target (.ci/run), instead of its fixed input counts",
+	"SANDBOT_SANDBOX":             "set by the local backend in every command's environment: the workspace path, to find escaped processes",
+	"SANDBOT_TEST_LOG":            "tests: print the integration tests' logs to stderr",
+	"SANDBOT_TEST_SECRET":         "tests: a secret of the worker's environment the docker and e2b backends' tests expect never to reach a sandbox",
+	"SANDBOT_LOCAL_HELPER_ROOT":   "tests: the local backend's re-executed helper process",
+	"SANDBOT_BENCH_FILES":         "benchmarks: workspace file count of the local backend's snapshot benchmark",
+	"SANDBOT_BENCH_MB":            "benchmarks: workspace size of the local backend's snapshot benchmark",
+	"SANDBOT_BENCH_NO_WATCH":      "benchmarks: measure turns without the bot's watcher",
+	"SANDBOT_BENCH_IDLE_SESSIONS": "benchmarks: how many idle sessions the scale-at-rest benchmark creates (default 10,000)",
+	"SANDBOT_BENCH_IDLE_WINDOW":   "benchmarks: how long the scale-at-rest benchmark counts the bot's calls while every session is idle (default 1m)",
+	"SANDBOT_FUZZTIME":            "CI: the fuzzing step's budget per target (.ci/run), instead of its fixed input counts",
 }
 
 // registry is every setting: the core's here, the chat platforms' in

@@ -52,7 +52,7 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, ev s
 		id := ev.Request.EnvelopeID
 		go func() {
 			a.handedOff(ctx, done)
-			if err := sm.AckCtx(ctx, id, nil); err != nil {
+			if err := sm.AckCtx(ctx, id, nil); err != nil && ctx.Err() == nil {
 				a.log.Warn("slack: ack failed", "envelope_id", id, "err", err)
 			}
 		}()
