@@ -108,6 +108,15 @@ type Report struct {
 	// SessionsUnverified: sessions whose final marker read never came back
 	// (must be 0).
 	SessionsUnverified int
+	// ApprovalsLost: a call whose Approve click a bot acknowledged, whose
+	// line on its status card shows no decision; ApprovalsTwice: a call
+	// line showing more than one (both must be 0). Calls whose line a card
+	// no longer shows are not counted (a lost one stalls its turn, which
+	// counts as lost).
+	ApprovalsLost, ApprovalsTwice int
+	// ApprovalsChecked is how many acknowledged approvals had their call's
+	// line on a card to check.
+	ApprovalsChecked int
 
 	Calls, Approvals int
 	// EventsResent are the events Slack (the fake) sent again because no
@@ -140,6 +149,8 @@ func (r Report) Failures() []string {
 	check("chat messages posted twice", r.PostedTwice)
 	check("rate-limit violations", r.RateViolations)
 	check("sessions whose markers could not be read back", r.SessionsUnverified)
+	check("approvals lost", r.ApprovalsLost)
+	check("approvals decided twice", r.ApprovalsTwice)
 	check("fault injections that failed", len(r.FaultErrors))
 	return out
 }
@@ -248,6 +259,43 @@ func (w *workload) check(s *stack, rep *Report) {
 		}
 		if strings.HasPrefix(text, "✋ A command of turn ") {
 			notices[root+" "+text]++
+		}
+	}
+	// Each acknowledged approval's call, on the card that shows it: the
+	// text from its marker name to the next call's is its line. (Approval
+	// notices name commands too, and show no decisions.)
+	decisions := map[string]int{}
+	seenCall := map[string]bool{}
+	for _, m := range sn.Messages[channel] {
+		text := messageText(m)
+		if m.BotID != botID || strings.HasPrefix(text, "✋ ") {
+			continue
+		}
+		locs := cardRe.FindAllStringSubmatchIndex(text, -1)
+		for i, l := range locs {
+			id := text[l[2]:l[3]]
+			end := len(text)
+			if i+1 < len(locs) {
+				end = locs[i+1][0]
+			}
+			seg := text[l[0]:end]
+			seenCall[id] = true
+			n := strings.Count(seg, "approved by") + strings.Count(seg, "approved always by") + strings.Count(seg, "rejected by")
+			decisions[id] = max(decisions[id], n)
+		}
+	}
+	for id := range w.approved {
+		if !seenCall[id] {
+			continue
+		}
+		rep.ApprovalsChecked++
+		switch n := decisions[id]; {
+		case n == 0:
+			rep.ApprovalsLost++
+			rep.Problems = append(rep.Problems, fmt.Sprintf("call %s: its approval was acknowledged and its card shows no decision", id))
+		case n > 1:
+			rep.ApprovalsTwice++
+			rep.Problems = append(rep.Problems, fmt.Sprintf("call %s: its card shows %d decisions", id, n))
 		}
 	}
 	for k, n := range answers {
@@ -375,6 +423,7 @@ func (r Report) Markdown() string {
 	row("workspace changes lost from completed turns (must be 0)", r.ChangesLost)
 	row("chat messages posted twice (must be 0)", r.PostedTwice)
 	row("Slack rate-limit violations (must be 0)", r.RateViolations)
+	row("approvals lost / decided twice (must be 0), of those checked on their card", fmt.Sprintf("%d / %d of %d", r.ApprovalsLost, r.ApprovalsTwice, r.ApprovalsChecked))
 	row("message → first status card, p50 / p95", fmt.Sprintf("%s / %s", r.FirstCard[0].Round(time.Millisecond), r.FirstCard[1].Round(time.Millisecond)))
 	row("tool done → card shows it, p50 / p95", fmt.Sprintf("%s / %s", r.ToolCard[0].Round(time.Millisecond), r.ToolCard[1].Round(time.Millisecond)))
 	row("largest session history (current run)", fmt.Sprintf("%d KB", r.HistoryBytes/1024))

@@ -64,6 +64,9 @@ type workload struct {
 	// clickTotal is every click, counted or not; clickUnacked the clicks
 	// delivered that no bot acknowledged.
 	clickTotal, clickUnacked int
+	// approved are the calls whose Approve click a bot acknowledged: each
+	// must show exactly one decision on its card.
+	approved map[string]bool
 }
 
 // clickAckWait is how long a user waits for Slack to confirm a click: its
@@ -79,7 +82,8 @@ type turnRecord struct {
 
 func newWorkload(cfg Config) *workload {
 	return &workload{cfg: cfg, flaps: &modelFaults{}, calls: map[string]bool{}, results: map[string]string{},
-		verified: map[string]string{}, doneAt: map[string]time.Time{}, shown: map[string]bool{}, clicks: map[string]int{}}
+		verified: map[string]string{}, doneAt: map[string]time.Time{}, shown: map[string]bool{}, clicks: map[string]int{},
+		approved: map[string]bool{}}
 }
 
 // markerCommand is what call id runs: it appends its ID to a marker file of
@@ -391,6 +395,11 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, want str
 		w.clickTotal++
 		if unacked {
 			w.clickUnacked++
+		}
+		if err == nil {
+			if _, call, derr := chat.DecodeApproval(value); derr == nil {
+				w.approved[call] = true
+			}
 		}
 		if err != nil {
 			// Not delivered (no connection for a minute) or not

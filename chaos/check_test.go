@@ -1,0 +1,43 @@
+package chaos
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	slackgo "github.com/slack-go/slack"
+
+	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
+)
+
+// TestCheckCountsApprovals: the approval check reads the cards the Slack
+// fake holds. A call whose Approve click was acknowledged but whose line
+// shows no decision is an approval lost; a line with two decisions was
+// decided twice; a call no card shows is not checked. (This runs in plain
+// go test: it needs no stack.)
+func TestCheckCountsApprovals(t *testing.T) {
+	fake := fakeslack.New(fakeslack.Options{TeamID: "TCHAOS"})
+	t.Cleanup(fake.Close)
+	api := slackgo.New(fake.Options().BotToken, slackgo.OptionAPIURL(fake.URL()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	card := strings.Join([]string{
+		"✅ Done",
+		"✅ `mkdir -p .m && echo s01t1c1 >> .m/s01t1c1`", "_approved by @alice_",
+		"✅ `mkdir -p .m && echo s01t1c2 >> .m/s01t1c2`",
+		"✅ `mkdir -p .m && echo s01t1c3 >> .m/s01t1c3`", "_approved by @alice_ _approved by @alice_",
+	}, "\n")
+	if _, _, err := api.PostMessageContext(ctx, channel, slackgo.MsgOptionText(card, false)); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorkload(Config{})
+	for _, id := range []string{"s01t1c1", "s01t1c2", "s01t1c3", "s01t1c4"} {
+		w.approved[id] = true
+	}
+	var rep Report
+	w.check(&stack{slack: fake}, &rep)
+	if rep.ApprovalsChecked != 3 || rep.ApprovalsLost != 1 || rep.ApprovalsTwice != 1 {
+		t.Fatalf("checked %d, lost %d, twice %d; want 3, 1 and 1 (problems: %v)", rep.ApprovalsChecked, rep.ApprovalsLost, rep.ApprovalsTwice, rep.Problems)
+	}
+}
