@@ -33,6 +33,8 @@ import (
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
+
+	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 )
 
 // Config sizes a run.
@@ -346,7 +348,7 @@ func (w *workload) check(s *stack, rep *Report) {
 			rep.Answered++
 		default:
 			rep.TurnsLost++
-			rep.Problems = append(rep.Problems, fmt.Sprintf("turn %s %s: %s", t.Session, t.Turn, t.Outcome))
+			rep.Problems = append(rep.Problems, fmt.Sprintf("turn %s %s: %s; %s", t.Session, t.Turn, t.Outcome, lastSeen(sn, t.Thread)))
 		}
 	}
 	for sid := range sessions {
@@ -377,6 +379,34 @@ func (w *workload) check(s *stack, rep *Report) {
 		}
 	}
 	sort.Strings(rep.Problems)
+}
+
+// lastSeen is what the user of a thread saw last: its newest bot messages,
+// as they read them, with the buttons they could click. A lost turn's
+// report carries it, so a stall can be told from the fakes alone (a card
+// that never offered the approval, or one that did).
+func lastSeen(sn fakeslack.Snapshot, thread string) string {
+	if thread == "" {
+		return "no thread"
+	}
+	msgs := sn.BotMessages(channel, thread)
+	if len(msgs) == 0 {
+		return "no bot message in thread " + thread
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "thread %s, its last bot messages:", thread)
+	for _, m := range msgs[max(0, len(msgs)-2):] {
+		text := messageText(m)
+		if len(text) > 700 {
+			text = "…" + text[len(text)-700:]
+		}
+		fmt.Fprintf(&b, " [%s, %d updates, last %s: %q buttons:", m.TS, m.Updates, m.Updated.Format("15:04:05.000"), text)
+		for _, btn := range m.Buttons() {
+			fmt.Fprintf(&b, " %s=%.60s", btn.ActionID, btn.Value)
+		}
+		b.WriteString("]")
+	}
+	return b.String()
 }
 
 var (

@@ -75,9 +75,12 @@ const clickAckWait = 3500 * time.Millisecond
 
 type turnRecord struct {
 	Session, Turn string
-	Calls         int
-	Outcome       string // answered, failed, lost
-	Retries       int
+	// Thread is the session's thread root (ts), to show what the user
+	// saw when the turn did not end.
+	Thread  string
+	Calls   int
+	Outcome string // answered, failed, lost
+	Retries int
 }
 
 func newWorkload(cfg Config) *workload {
@@ -220,6 +223,7 @@ func (w *workload) driveSession(ctx context.Context, s *stack, rng *rand.Rand, s
 				rec.Outcome = "lost"
 				break
 			}
+			rec.Thread = th.Thread
 			out := w.await(ctx, s, th, answer(sid, tok))
 			if out == "failed" && attempt < 6 && ctx.Err() == nil {
 				// A visible failure (the model's key was refused): the
