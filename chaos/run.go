@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -126,14 +127,18 @@ type Report struct {
 	// them on. ClicksUnacked are clicks no bot acknowledged, which the
 	// user made again.
 	EventsResent, ClicksUnacked int
-	FirstCard                   [2]time.Duration // p50, p95
-	ToolCard                    [2]time.Duration
-	Faults                      map[string]int
-	FaultErrors                 []string
-	WorkerRSS                   int64 // the largest resident size seen, bytes
-	BotRSS                      int64
-	HistoryBytes                int64 // the largest current-run history of a session
-	Problems                    []string
+	// ClicksRetried are acknowledged clicks whose private reply said they
+	// failed, made again; Replies are the private replies the user read.
+	ClicksRetried int
+	Replies       []string
+	FirstCard     [2]time.Duration // p50, p95
+	ToolCard      [2]time.Duration
+	Faults        map[string]int
+	FaultErrors   []string
+	WorkerRSS     int64 // the largest resident size seen, bytes
+	BotRSS        int64
+	HistoryBytes  int64 // the largest current-run history of a session
+	Problems      []string
 }
 
 // Failures lists the must-be-zero counts that are not.
@@ -224,7 +229,8 @@ func (w *workload) check(s *stack, rep *Report) {
 		rep.Problems = append(rep.Problems, "rate: "+v.Detail)
 	}
 	rep.Calls = len(w.calls)
-	rep.Approvals, rep.ClicksUnacked = w.clickTotal, w.clickUnacked
+	rep.Approvals, rep.ClicksUnacked, rep.ClicksRetried = w.clickTotal, w.clickUnacked, w.clickRetried
+	rep.Replies = slices.Clone(w.replies)
 	for _, e := range sn.Sent {
 		if e.Unacked {
 			rep.EventsResent++
@@ -447,6 +453,7 @@ func (r Report) Markdown() string {
 	row("turns (answered / failed visibly, asked again)", fmt.Sprintf("%d (%d / %d)", r.Turns, r.Answered, r.FailedVisibly))
 	row("tool calls issued / approvals clicked", fmt.Sprintf("%d / %d", r.Calls, r.Approvals))
 	row("events resent unacknowledged / clicks unacknowledged, made again", fmt.Sprintf("%d / %d", r.EventsResent, r.ClicksUnacked))
+	row("clicks a private reply said failed, made again", r.ClicksRetried)
 	row("turns lost (must be 0)", r.TurnsLost)
 	row("answers posted twice (must be 0)", r.AnswersTwice)
 	row("commands run twice (must be 0)", r.CommandsTwice)

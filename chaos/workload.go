@@ -64,14 +64,30 @@ type workload struct {
 	// clickTotal is every click, counted or not; clickUnacked the clicks
 	// delivered that no bot acknowledged.
 	clickTotal, clickUnacked int
+	// clickRetried are acknowledged clicks a private reply said had failed,
+	// made again.
+	clickRetried int
 	// approved are the calls whose Approve click a bot acknowledged: each
 	// must show exactly one decision on its card.
 	approved map[string]bool
+	// awaiting are acknowledged clicks (by button value) whose user reads
+	// the private replies that come after them: a reply that is not a
+	// refusal ("already decided") says the click failed, and they click
+	// again. replies is every such reply, for the report.
+	awaiting map[string]clickWait
+	replies  []string
 }
 
 // clickAckWait is how long a user waits for Slack to confirm a click: its
 // 3 s for the app's acknowledgement, and a little for the fake's record.
 const clickAckWait = 3500 * time.Millisecond
+
+// clickWait is an acknowledged click: the Slack fake's call sequence when
+// it was made, and its thread.
+type clickWait struct {
+	seq    int
+	thread string
+}
 
 type turnRecord struct {
 	Session, Turn string
@@ -86,7 +102,7 @@ type turnRecord struct {
 func newWorkload(cfg Config) *workload {
 	return &workload{cfg: cfg, flaps: &modelFaults{}, calls: map[string]bool{}, results: map[string]string{},
 		verified: map[string]string{}, doneAt: map[string]time.Time{}, shown: map[string]bool{}, clicks: map[string]int{},
-		approved: map[string]bool{}}
+		approved: map[string]bool{}, awaiting: map[string]clickWait{}}
 }
 
 // markerCommand is what call id runs: it appends its ID to a marker file of
@@ -340,6 +356,7 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, want str
 		var outcome string
 		_, _ = s.slack.WaitFor(wctx, func(sn fakeslack.Snapshot) bool {
 			click, outcome = nil, ""
+			w.readReplies(sn, th.Thread)
 			for _, m := range sn.BotMessages(channel, th.Thread) {
 				if m.BotID != botID {
 					continue
@@ -382,6 +399,7 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, want str
 		w.mu.Lock()
 		w.clicks[value]++
 		w.mu.Unlock()
+		seq := lastSeq(s.slack.Snapshot())
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		id, err := s.slack.ClickButton(cctx, *click)
 		cancel()
@@ -404,6 +422,7 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, want str
 			if _, call, derr := chat.DecodeApproval(value); derr == nil {
 				w.approved[call] = true
 			}
+			w.awaiting[value] = clickWait{seq: seq, thread: th.Thread}
 		}
 		if err != nil {
 			// Not delivered (no connection for a minute) or not
@@ -412,6 +431,42 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, want str
 		}
 		w.mu.Unlock()
 	}
+}
+
+// readReplies is the user of thread reading the private replies Slack
+// showed them after their acknowledged clicks: a refusal ("already
+// decided") ends the wait; any other reply says the click did not take
+// (the session could not be reached), so the button may be clicked again,
+// as a person would.
+func (w *workload) readReplies(sn fakeslack.Snapshot, thread string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for value, cw := range w.awaiting {
+		if cw.thread != thread {
+			continue
+		}
+		for _, c := range sn.CallsTo("chat.postEphemeral") {
+			if c.Seq <= cw.seq || c.Error != "" || c.Form.Get("user") != approver || c.Form.Get("thread_ts") != thread {
+				continue
+			}
+			text := c.Form.Get("text")
+			w.replies = append(w.replies, text)
+			delete(w.awaiting, value)
+			if !strings.Contains(text, "already decided") {
+				w.clicks[value]--
+				w.clickRetried++
+			}
+			break
+		}
+	}
+}
+
+// lastSeq is the sequence number of the fake's latest Web API call.
+func lastSeq(sn fakeslack.Snapshot) int {
+	if len(sn.Calls) == 0 {
+		return 0
+	}
+	return sn.Calls[len(sn.Calls)-1].Seq
 }
 
 // noteShownDone records when a completed call first shows as done on a

@@ -250,22 +250,27 @@ func (a *Adapter) spawn(what string, fn func(ctx context.Context) error) <-chan 
 	return done
 }
 
-// handedOff waits until work is done or AckWithin has passed, whichever
-// comes first, so its caller can acknowledge the envelope or request. The
-// work of an event ends soon after its durable step (the message or
-// decision reached the session's workflow); acknowledging only then means
-// a bot killed in between leaves the event unacknowledged, and Slack
-// delivers it again (redeliveries are recognised by event ID), where an
-// ack sent first would have told Slack it was handled when it was lost.
-// The bound keeps every ack inside Slack's 3 s however slow Temporal is;
-// work still running then goes on.
-func (a *Adapter) handedOff(ctx context.Context, done <-chan struct{}) {
+// handedOff waits until work is done, for at most AckWithin, and reports
+// whether it was. The work of an event ends soon after its durable step
+// (the message or decision reached the session's workflow); the caller
+// acknowledges the envelope or request only if it did. A bot killed before
+// then leaves it unacknowledged, and one whose handoff is slower than
+// AckWithin does not acknowledge it either: Slack then sends an event
+// again (redeliveries are recognised by event ID) and tells a clicking
+// user the app did not respond, so they click again (a decision that did
+// land answers "already decided"). An ack sent first, or at the bound,
+// told Slack an event was handled that a bot dying next would lose. The
+// work itself goes on either way.
+func (a *Adapter) handedOff(ctx context.Context, done <-chan struct{}) bool {
 	t := time.NewTimer(a.cfg.AckWithin)
 	defer t.Stop()
 	select {
 	case <-done:
+		return true
 	case <-t.C:
+		return false
 	case <-ctx.Done():
+		return false
 	}
 }
 

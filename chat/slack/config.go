@@ -96,12 +96,14 @@ type Config struct {
 	// SlashCommand is the registered channel-level command, default
 	// "/sandbot" (as in deploy/slack-app-manifest.yaml).
 	SlashCommand string
-	// AckWithin bounds how long an event, command or interaction waits
-	// for its work to be handed to the session before it is acknowledged,
-	// default 2 s (Slack allows 3). The ack waits for the handoff so that a
-	// bot that dies before it leaves the envelope unacknowledged: Slack
-	// delivers an event again, and shows the clicking user that the app
-	// did not respond, instead of the message or click vanishing.
+	// AckWithin is how long an event, command or interaction waits for its
+	// work to be handed to the session, default 2 s (Slack allows 3). It is
+	// acknowledged once handed on, so a bot that dies before leaves it
+	// unacknowledged: Slack delivers an event again and shows the clicking
+	// user that the app did not respond, instead of the message or click
+	// vanishing. An event or click not handed on within AckWithin is not
+	// acknowledged at all, for the same reason; a slash command is (its
+	// answer comes later through its response_url).
 	AckWithin time.Duration
 }
 

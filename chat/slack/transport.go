@@ -45,13 +45,20 @@ func (a *Adapter) runSocket(ctx context.Context) error {
 var handled = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, ev socketmode.Event) {
-	ackAfter := func(done <-chan struct{}) {
+	// ackAfter acknowledges once done closes; at AckWithin, only if
+	// always (slash commands, whose answer comes later through their
+	// response_url and whose users would otherwise see a timeout for
+	// every slow command) — events and clicks stay unacknowledged then.
+	ackAfter := func(done <-chan struct{}, always bool) {
 		if ev.Request == nil {
 			return
 		}
 		id := ev.Request.EnvelopeID
 		go func() {
-			a.handedOff(ctx, done)
+			if !a.handedOff(ctx, done) && !always {
+				a.log.Info("slack: not acknowledged: its handoff to the session took longer than AckWithin; Slack resends an event or tells the user", "envelope_id", id, "type", ev.Type)
+				return
+			}
 			if err := sm.AckCtx(ctx, id, nil); err != nil && ctx.Err() == nil {
 				a.log.Warn("slack: ack failed", "envelope_id", id, "err", err)
 			}
@@ -80,19 +87,19 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, ev s
 		if e, ok := ev.Data.(slackevents.EventsAPIEvent); ok {
 			done = a.spawn("event", func(ctx context.Context) error { return a.onEventsAPI(ctx, e) })
 		}
-		ackAfter(done)
+		ackAfter(done, false)
 	case socketmode.EventTypeInteractive:
 		var done <-chan struct{} = handled
 		if cb, ok := ev.Data.(slackgo.InteractionCallback); ok {
 			done = a.spawn("interaction", func(ctx context.Context) error { return a.onInteraction(ctx, cb) })
 		}
-		ackAfter(done)
+		ackAfter(done, false)
 	case socketmode.EventTypeSlashCommand:
 		var done <-chan struct{} = handled
 		if sc, ok := ev.Data.(slackgo.SlashCommand); ok {
 			done = a.spawn("command", func(ctx context.Context) error { return a.onSlashCommand(ctx, sc) })
 		}
-		ackAfter(done)
+		ackAfter(done, true)
 	case socketmode.EventTypeErrorBadMessage:
 		a.log.Warn("slack: unreadable socket mode message")
 	}
@@ -155,7 +162,10 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request, body []byt
 		_, _ = io.WriteString(w, ch.Challenge)
 		return
 	}
-	a.handedOff(r.Context(), a.spawn("event", func(ctx context.Context) error { return a.onEventsAPI(ctx, ev) }))
+	if !a.handedOff(r.Context(), a.spawn("event", func(ctx context.Context) error { return a.onEventsAPI(ctx, ev) })) {
+		notHandedOff(w)
+		return
+	}
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -165,6 +175,8 @@ func (a *Adapter) serveCommand(w http.ResponseWriter, r *http.Request, _ []byte)
 		http.Error(w, "cannot parse command", http.StatusBadRequest)
 		return
 	}
+	// A command is answered within AckWithin whatever happens: its reply
+	// comes through its response_url (see ackAfter).
 	a.handedOff(r.Context(), a.spawn("command", func(ctx context.Context) error { return a.onSlashCommand(ctx, sc) }))
 	w.WriteHeader(http.StatusOK)
 }
@@ -179,8 +191,19 @@ func (a *Adapter) serveInteraction(w http.ResponseWriter, r *http.Request, body 
 		http.Error(w, "cannot parse interaction payload", http.StatusBadRequest)
 		return
 	}
-	a.handedOff(r.Context(), a.spawn("interaction", func(ctx context.Context) error { return a.onInteraction(ctx, cb) }))
+	if !a.handedOff(r.Context(), a.spawn("interaction", func(ctx context.Context) error { return a.onInteraction(ctx, cb) })) {
+		notHandedOff(w)
+		return
+	}
 	w.WriteHeader(http.StatusOK) // an empty 200 also closes a submitted modal
+}
+
+// notHandedOff answers a request whose work did not reach the session
+// within AckWithin: not a 200, so Slack retries an event and tells a
+// clicking user the app did not respond (see handedOff).
+func notHandedOff(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "still handing the request to the session; Slack may send it again", http.StatusServiceUnavailable)
 }
 
 // runHTTP serves Handler on ListenAddr until ctx ends.
