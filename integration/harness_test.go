@@ -164,6 +164,25 @@ func newStackClient(t testing.TB, copts client.Options, opts ...stackOption) *st
 	return s
 }
 
+// workerProcEnv is the environment of a real cmd/worker process serving
+// this stack in place of its in-process worker (the same server, queue,
+// model, workspace root, snapshot store, approval policy and decision
+// key), plus extra.
+func (s *stack) workerProcEnv(extra ...string) []string {
+	return append(append(os.Environ(),
+		"SANDBOT_TEMPORAL_ADDRESS="+srv.HostPort(),
+		"SANDBOT_TEMPORAL_NAMESPACE="+srv.Namespace(),
+		"SANDBOT_TEMPORAL_TASK_QUEUE="+s.cfg.Temporal.TaskQueue,
+		"SANDBOT_MODEL_BASE_URL="+s.cfg.Model.BaseURL,
+		"SANDBOT_MODEL_NAME="+s.cfg.Model.Name,
+		"SANDBOT_SANDBOX_LOCAL_ROOT="+s.cfg.Sandbox.LocalRoot,
+		"SANDBOT_SANDBOX_SNAPSHOT_URL="+s.cfg.Sandbox.SnapshotURL,
+		// Sessions take the policy from the worker.
+		"SANDBOT_SESSION_APPROVAL_MODE="+s.cfg.Session.ApprovalMode,
+		"SANDBOT_DECISION_KEY="+s.cfg.DecisionKey,
+	), extra...)
+}
+
 func (s *stack) startWorker() {
 	s.t.Helper()
 	w, err := workerapp.Start(s.ctx, s.c, s.cfg, workerapp.Options{Policy: policyHook()}, s.log)

@@ -90,18 +90,7 @@ func BenchmarkIdleSessionsAtScale(b *testing.B) {
 		return toolLoop(int(tools.Load()))(req)
 	})
 	proc := exec.Command(bin)
-	proc.Env = append(os.Environ(),
-		"SANDBOT_TEMPORAL_ADDRESS="+srv.HostPort(),
-		"SANDBOT_TEMPORAL_NAMESPACE="+srv.Namespace(),
-		"SANDBOT_TEMPORAL_TASK_QUEUE="+s.cfg.Temporal.TaskQueue,
-		"SANDBOT_MODEL_BASE_URL="+s.cfg.Model.BaseURL,
-		"SANDBOT_MODEL_NAME="+s.cfg.Model.Name,
-		"SANDBOT_SANDBOX_LOCAL_ROOT="+s.cfg.Sandbox.LocalRoot,
-		"SANDBOT_SANDBOX_SNAPSHOT_URL="+s.cfg.Sandbox.SnapshotURL,
-		"SANDBOT_SESSION_APPROVAL_MODE="+s.cfg.Session.ApprovalMode,
-		"SANDBOT_DECISION_KEY="+s.cfg.DecisionKey,
-		"SANDBOT_LOG_LEVEL=error",
-	)
+	proc.Env = s.workerProcEnv("SANDBOT_LOG_LEVEL=error")
 	if err := proc.Start(); err != nil {
 		b.Fatal(err)
 	}
