@@ -192,18 +192,24 @@ func (w *watcher) announce(ctx context.Context, v *view) {
 	}
 	// Recorded before it is posted: a bot killed between the two must not
 	// leave the next bot to post it again (the chaos suite saw that). At
-	// most once, then: if this bot dies right after the record, the
+	// most once, then: if this bot is killed right after the record, the
 	// approvers get no ping, but the card shows the buttons all the same.
 	if err := w.recordErr(ctx, v.turn, session.ChatRefApprovalNotice, p.CallID); err != nil {
 		w.log.Warn("watcher: record chat ref", "kind", session.ChatRefApprovalNotice, "turn", v.turn, "err", err)
 		return
 	}
+	// Once recorded, it is posted even while the bot shuts down (ctx
+	// cancelled by Close, which waits for this watcher): the record keeps
+	// every later bot from posting it, so a post cut short here would be
+	// a ping nobody ever gets (CI caught a graceful restart doing that).
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.CallTimeout)
+	defer cancel()
 	text := ApprovalNoticeText(v.turn, w.approvers)
 	var err error
 	if n, ok := w.p.(Notifier); ok {
-		_, err = n.Notify(ctx, w.th, text, w.approverUsers)
+		_, err = n.Notify(pctx, w.th, text, w.approverUsers)
 	} else {
-		_, err = w.p.PostText(ctx, w.th, text)
+		_, err = w.p.PostText(pctx, w.th, text)
 	}
 	if err != nil {
 		w.log.Warn("watcher: announce the approval", "turn", v.turn, "err", err)
