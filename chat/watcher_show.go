@@ -195,6 +195,11 @@ func (w *watcher) announce(ctx context.Context, v *view) {
 	// most once, then: if this bot is killed right after the record, the
 	// approvers get no ping, but the card shows the buttons all the same.
 	if err := w.recordErr(ctx, v.turn, session.ChatRefApprovalNotice, p.CallID); err != nil {
+		if strings.Contains(err.Error(), session.NoticeRecordedAlready) {
+			// Another replica told them (a watch taken over): not ours to post.
+			w.log.Info("watcher: approvers already told", "turn", v.turn)
+			return
+		}
 		w.log.Warn("watcher: record chat ref", "kind", session.ChatRefApprovalNotice, "turn", v.turn, "err", err)
 		return
 	}

@@ -283,6 +283,11 @@ type ChatRefRequest struct {
 // pending call's ID as Ref, that its approvers were told.
 const ChatRefApprovalNotice = "approval_notice"
 
+// NoticeRecordedAlready starts the refusal of a second ChatRefApprovalNotice
+// record for the same turn: another replica told the approvers, so the
+// refused one must not post.
+const NoticeRecordedAlready = "approvers told already"
+
 // ChatRefResponse is empty.
 type ChatRefResponse struct{}
 

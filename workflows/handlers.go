@@ -239,6 +239,13 @@ func (s *sessionRun) validateChatRef(ctx workflow.Context, req session.ChatRefRe
 	if req.Turn != s.st.Last.Turn {
 		return fmt.Errorf("turn %d is not the current turn (%d)", req.Turn, s.st.Last.Turn)
 	}
+	if req.Kind == session.ChatRefApprovalNotice && s.st.Last.ApprovalNoticed != "" {
+		// The record is the claim to post the notice: two replicas that
+		// both saw none (a watch taken over between them) must not both
+		// post it (the chaos suite counted notices posted twice). Updates
+		// run one at a time, so exactly one record is accepted per turn.
+		return fmt.Errorf("%s: turn %d's approvers were told already (%s)", session.NoticeRecordedAlready, req.Turn, s.st.Last.ApprovalNoticed)
+	}
 	return nil
 }
 

@@ -268,3 +268,35 @@ func TestDestroyWhileWaitingToContinueAsNew(t *testing.T) {
 		}
 	}
 }
+
+// Two bot replicas that both saw no approval notice for a turn (a watch
+// taken over between them) both ask to record one: the first record is
+// the claim to post it, the second is refused, so the approvers are told
+// once (the chaos suite's long mode counted notices posted twice).
+func TestApprovalNoticeRecordedOncePerTurn(t *testing.T) {
+	h := newHarness(t, shellCall("c1", "rm -rf build"), final("done"))
+	h.at(0, func() { h.send("e1", "clean") })
+	var errs []error
+	notice := func() {
+		h.update(session.UpdateChatRef, session.ChatRefRequest{Turn: 1, Kind: session.ChatRefApprovalNotice, Ref: "c1"}, func(_ any, err error) { errs = append(errs, err) })
+	}
+	h.at(time.Second, notice)
+	h.at(2*time.Second, notice)
+	var mid session.TurnState
+	h.at(3*time.Second, func() { mid = h.state() })
+	h.at(4*time.Second, func() {
+		h.update(session.UpdateApprove, session.ApproveRequest{CallID: "c1", Decision: session.DecisionApprove, User: owner}, nil)
+	})
+	h.destroyAt(time.Hour)
+	h.run(h.input(session.ApproveUnlessReadOnly))
+
+	if mid.Status != session.StatusAwaitingApproval || mid.ApprovalNoticed != "c1" {
+		t.Fatalf("mid-turn state: status %s, noticed %q; want awaiting approval, noticed c1", mid.Status, mid.ApprovalNoticed)
+	}
+	if len(errs) != 2 || errs[0] != nil {
+		t.Fatalf("record results %v: want the first accepted", errs)
+	}
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), session.NoticeRecordedAlready) {
+		t.Fatalf("second record: %v, want refused with %q", errs[1], session.NoticeRecordedAlready)
+	}
+}
