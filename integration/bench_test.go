@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,17 +69,54 @@ func floorWorkflow(ctx workflow.Context, n int) (time.Duration, error) {
 // workFloor is the second floor: activities that do the same real work as
 // a turn's, with none of sandbot's orchestration around them (no state,
 // queries, approval checks or snapshot decisions). Its model activity
-// makes the same HTTP call to a fake model with a transcript grown the
-// same way, its exec runs `true` through the same local backend, and its
-// last activity fingerprints the workspace as the end-of-turn snapshot
-// does (the workspace is unchanged, so nothing is written).
+// makes the same HTTP call to a fake model with the same transcript: the
+// messages of the session turn's own model requests, as the session's
+// fake recorded them (earlier turns included), replayed in order through
+// agent.Activities.Complete. Its exec runs `true` through the same local
+// backend, and its last activity fingerprints the workspace as the
+// end-of-turn snapshot does (the workspace is unchanged, so nothing is
+// written).
 type workFloor struct {
 	model   *agent.Activities
 	backend sandbox.Backend
 	handle  sandbox.Handle
+
+	mu   sync.Mutex
+	turn [][]session.Message // the messages of each model call to replay
 }
 
-func (f *workFloor) FloorModel(ctx context.Context, msgs []session.Message) error {
+// replay sets the model calls the next floor run replays: reqs are the
+// session's model requests of one turn, in order.
+func (f *workFloor) replay(reqs []fakeopenai.RecordedRequest) {
+	turn := make([][]session.Message, len(reqs))
+	for i, r := range reqs {
+		for _, m := range r.Body.Messages {
+			if m.Role == session.RoleSystem {
+				continue // Complete adds the system prompt itself
+			}
+			msg := session.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallID: m.ToolCallID}
+			for _, tc := range m.ToolCalls {
+				msg.ToolCalls = append(msg.ToolCalls, session.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+			}
+			turn[i] = append(turn[i], msg)
+		}
+	}
+	f.mu.Lock()
+	f.turn = turn
+	f.mu.Unlock()
+}
+
+// FloorModel makes the i-th model call of the turn being replayed.
+func (f *workFloor) FloorModel(ctx context.Context, i int) error {
+	f.mu.Lock()
+	var msgs []session.Message
+	if i < len(f.turn) {
+		msgs = f.turn[i]
+	}
+	f.mu.Unlock()
+	if msgs == nil {
+		return fmt.Errorf("floor: no recorded model call %d to replay", i)
+	}
 	_, err := f.model.Complete(ctx, agent.ModelRequest{Messages: msgs})
 	return err
 }
@@ -102,9 +140,8 @@ func workFloorWorkflow(ctx workflow.Context, calls int) (time.Duration, error) {
 	})
 	var f *workFloor
 	start := workflow.Now(ctx)
-	msgs := []session.Message{{Role: session.RoleUser, Content: "go"}}
 	for i := 0; i <= calls; i++ {
-		if err := workflow.ExecuteActivity(ctx, f.FloorModel, msgs).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(ctx, f.FloorModel, i).Get(ctx, nil); err != nil {
 			return 0, err
 		}
 		if i == calls {
@@ -113,10 +150,6 @@ func workFloorWorkflow(ctx workflow.Context, calls int) (time.Duration, error) {
 		if err := workflow.ExecuteActivity(ctx, f.FloorExec).Get(ctx, nil); err != nil {
 			return 0, err
 		}
-		id := fmt.Sprintf("call_%d", i)
-		msgs = append(msgs,
-			session.Message{Role: session.RoleAssistant, ToolCalls: []session.ToolCall{{ID: id, Name: "shell", Arguments: shell("true")}}},
-			session.Message{Role: session.RoleTool, ToolCallID: id, Name: "shell", Content: "$ true\nexit code: 0"})
 	}
 	if err := workflow.ExecuteActivity(ctx, f.FloorFingerprint).Get(ctx, nil); err != nil {
 		return 0, err
@@ -125,13 +158,16 @@ func workFloorWorkflow(ctx workflow.Context, calls int) (time.Duration, error) {
 }
 
 // startWorkFloor starts the real-work floor's worker on its own queue,
-// with its own fake model (so the turn's model requests stay countable)
-// and its own local sandbox.
-func startWorkFloor(b *testing.B, s *stack) string {
+// with its own fake model (so the turn's model requests stay countable),
+// configured as the stack's worker configures its model client, and its
+// own local sandbox. Before each run, replay the turn's model requests.
+func startWorkFloor(b *testing.B, s *stack) (string, *workFloor) {
 	model := fakeopenai.New()
 	b.Cleanup(model.Close)
 	model.SetResponder(func(fakeopenai.RecordedRequest) fakeopenai.Step { return fakeopenai.FinalStep("ok") })
-	acts, err := agent.NewActivities(agent.Config{BaseURL: model.URL(), APIKey: s.cfg.Model.APIKey, Model: s.cfg.Model.Name})
+	acts, err := agent.NewActivities(agent.Config{BaseURL: model.URL(), APIKey: s.cfg.Model.APIKey, Model: s.cfg.Model.Name,
+		Stream: s.cfg.Model.Stream, RequestTimeout: s.cfg.Model.Timeout,
+		Window: agent.Window{ContextTokens: s.cfg.Model.ContextTokens, AnswerTokens: s.cfg.Model.AnswerTokens}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -146,12 +182,13 @@ func startWorkFloor(b *testing.B, s *stack) string {
 	queue := s.cfg.Temporal.TaskQueue + "-work-floor"
 	w := worker.New(s.c, queue, worker.Options{})
 	w.RegisterWorkflow(workFloorWorkflow)
-	w.RegisterActivity(&workFloor{model: acts, backend: lb, handle: h})
+	f := &workFloor{model: acts, backend: lb, handle: h}
+	w.RegisterActivity(f)
 	if err := w.Start(); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(w.Stop)
-	return queue
+	return queue, f
 }
 
 func median(d []time.Duration) time.Duration {
@@ -197,7 +234,7 @@ func turnOverhead(b *testing.B, singleHost bool) {
 		b.Fatal(err)
 	}
 	defer fw.Stop()
-	workQueue := startWorkFloor(b, s)
+	workQueue, floor := startWorkFloor(b, s)
 
 	th := s.thread(fmt.Sprintf("bench-%v", singleHost))
 	// Warm up: the first turn creates the sandbox.
@@ -227,8 +264,10 @@ func turnOverhead(b *testing.B, singleHost bool) {
 			turnDur = append(turnDur, ts.EndedAt.Sub(ts.StartedAt))
 			// Activities this turn ran: every model call, one exec per tool
 			// call, and the end-of-turn snapshot.
-			models := len(s.model.Requests())
+			reqs := s.model.Requests()
+			models := len(reqs)
 			activities = models - before + len(ts.ToolCalls) + 1
+			floor.replay(reqs[before:models])
 			before = models
 
 			run, err := s.c.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: floorQueue}, floorWorkflow, activities)

@@ -31,14 +31,16 @@ func turnTimeline(b *testing.B, singleHost bool) {
 		c.Sandbox.SingleHost = singleHost
 	})
 	s.model.SetResponder(toolLoop(10))
-	workQueue := startWorkFloor(b, s)
+	workQueue, floor := startWorkFloor(b, s)
 	th := s.thread(fmt.Sprintf("timeline-%v-%d", singleHost, time.Now().UnixNano()))
 	for n := 0; n < b.N; n++ {
 		var floors []string
 		for i := 1; i <= 6; i++ {
 			turn := n*6 + i
+			before := len(s.model.Requests())
 			s.say(th, fmt.Sprintf("tl-%d-%d", n, i), "go")
 			s.waitStateEvery(th, 500*time.Millisecond, "turn", func(ts session.TurnState) bool { return ts.Turn == turn && done(ts) })
+			floor.replay(s.model.Requests()[before:])
 			run, err := s.c.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: workQueue}, workFloorWorkflow, 10)
 			if err != nil {
 				b.Fatal(err)
@@ -64,6 +66,7 @@ func timeline(b *testing.B, s *stack, ids ...string) string {
 		dispatch, run time.Duration
 	}
 	by := map[string]*agg{}
+	kinds := map[string]int{} // events by type, over all the runs
 	var gaps, tasks []time.Duration
 	for _, id := range ids {
 		spans := map[int64]*span{}
@@ -76,6 +79,7 @@ func timeline(b *testing.B, s *stack, ids ...string) string {
 				b.Fatal(err)
 			}
 			t := ev.GetEventTime().AsTime()
+			kinds[strings.TrimPrefix(ev.GetEventType().String(), "EVENT_TYPE_")]++
 			switch ev.GetEventType() {
 			case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
 				taskSched = t
@@ -116,8 +120,13 @@ func timeline(b *testing.B, s *stack, ids ...string) string {
 			float64(a.dispatch.Microseconds())/1000/float64(a.n), float64(a.run.Microseconds())/1000/float64(a.n)))
 	}
 	sort.Strings(lines)
-	return fmt.Sprintf("%s\n%s\n%s", strings.Join(lines, "\n"),
-		stat("activity completion → next schedule", gaps), stat("workflow task scheduled → completed", tasks))
+	var counts []string
+	for k, n := range kinds {
+		counts = append(counts, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(counts)
+	return fmt.Sprintf("%s\n%s\n%s\nevents: %s", strings.Join(lines, "\n"),
+		stat("activity completion → next schedule", gaps), stat("workflow task scheduled → completed", tasks), strings.Join(counts, " "))
 }
 
 func stat(what string, d []time.Duration) string {

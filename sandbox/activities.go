@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandbot/sandbot/internal/metrics"
@@ -459,12 +460,28 @@ func (a *Activities) ServedBackends(ctx context.Context) ([]string, error) {
 // sandbox activity.
 const HeartbeatEvery = time.Second
 
-// heartbeatWhileRunning records a heartbeat at once and then regularly
-// until stop is called, with details() (if not nil) as the details. The
-// interval is a third of the activity's heartbeat timeout, so long
-// commands, exports and restores are not mistaken for a dead worker, and a
-// cancellation reaches the activity promptly.
+// beatAtOnce makes heartbeatWhileRunning send its first beat at the start
+// instead of one interval later; only tests set it (export_test.go).
+var beatAtOnce atomic.Bool
+
+// heartbeatWhileRunning records a heartbeat regularly until stop is
+// called, with details() (if not nil) as the details. The interval is a
+// third of the activity's heartbeat timeout (at most HeartbeatEvery), so
+// long commands, exports and restores are not mistaken for a dead worker,
+// and a cancellation reaches the activity promptly.
+//
+// The first beat goes out one interval after the start, not at once: the
+// SDK makes a worker's first heartbeat a synchronous call to the server
+// (a write to its database), and stop waits for it, so a quick command
+// or snapshot paid a round trip it did not need — most of a 10-call
+// turn's orchestration cost against the real-work floor (docs/
+// PERFORMANCE.md, Turn overhead). The server's heartbeat timeout runs
+// from the activity's start either way, so a worker that dies before the
+// first beat is still found; its exec then reports every command as one
+// that may have run, never re-running any (ExecProgress.Outcome).
 func heartbeatWhileRunning(ctx context.Context, details func() any) (stop func()) {
+	// (beatAtOnce: tests that check what a beat carries send the first
+	// one at the start, as quick activities otherwise send none.)
 	beat := func() {
 		if details != nil {
 			activity.RecordHeartbeat(ctx, details())
@@ -481,14 +498,13 @@ func heartbeatWhileRunning(ctx context.Context, details func() any) (stop func()
 	// stopped command keeps running. (Workers set MaxHeartbeatThrottleInterval
 	// to match, or the SDK would hold beats back.)
 	interval = min(max(interval, 100*time.Millisecond), HeartbeatEvery)
-	// The first beat is sent at once but from the goroutine: the SDK makes
-	// a worker's first heartbeat a synchronous call to the server, which
-	// the work would otherwise wait for; this way it overlaps the work.
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		beat()
+		if beatAtOnce.Load() {
+			beat()
+		}
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {

@@ -428,6 +428,7 @@ func TestEnsureOnAnotherHostRestores(t *testing.T) {
 // heartbeat while it works (a long copy or delete would otherwise time out
 // and be retried while it still runs).
 func TestHousekeepingActivitiesHeartbeat(t *testing.T) {
+	sandbox.BeatAtOnce(t) // quick ones otherwise send none
 	f := newFixture(t)
 	var beats atomic.Int32
 	f.env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { beats.Add(1) })

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,7 @@ import (
 )
 
 func TestExecRunsCommandsInOrderAndHeartbeats(t *testing.T) {
+	sandbox.BeatAtOnce(t)
 	f := newFixture(t)
 	var mu sync.Mutex
 	var beats []sandbox.ExecProgress
@@ -274,5 +276,41 @@ func TestExecStopKillsRunningCommandAndSkipsTheRest(t *testing.T) {
 	}
 	if out := sandboxtest.Sh(t, f.local, h, "ls -A"); out != "started.flag\n" {
 		t.Errorf("workspace after stop lists %q; the third command must not have run", out)
+	}
+}
+
+// A quick command sends no heartbeat: the SDK makes a worker's first beat
+// a synchronous call to the server, which a command that ends within the
+// heartbeat interval does not need (the server's heartbeat timeout runs
+// from the start anyway). One that outlasts the interval beats, carrying
+// its progress.
+func TestExecHeartbeatsOnlyOnceItOutlastsTheInterval(t *testing.T) {
+	f := newFixture(t)
+	var mu sync.Mutex
+	var beats []sandbox.ExecProgress
+	f.env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
+		var p sandbox.ExecProgress
+		if details.HasValues() && details.Get(&p) == nil {
+			mu.Lock()
+			beats = append(beats, p)
+			mu.Unlock()
+		}
+	})
+	h := f.ensure(t, sandbox.EnsureRequest{SessionID: "s", Backend: local.Name}).Handle
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(beats) }
+	if _, err := run[sandbox.ExecResult](f.env, f.acts.Exec, sandbox.ExecRequest{Handle: h, CallID: "quick", Commands: []string{"true"}}); err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("a quick command sent %d heartbeats, want none", n)
+	}
+	slow := fmt.Sprintf("sleep %.1f", (sandbox.HeartbeatEvery + 500*time.Millisecond).Seconds())
+	if _, err := run[sandbox.ExecResult](f.env, f.acts.Exec, sandbox.ExecRequest{Handle: h, CallID: "slow", Commands: []string{"echo first", slow}}); err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(beats) == 0 || beats[0].CallID != "slow" || beats[0].Started != 1 || len(beats[0].Results) != 1 {
+		t.Fatalf("a command outlasting the interval: beats %+v, want one carrying the first command's result and the second's start", beats)
 	}
 }

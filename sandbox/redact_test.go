@@ -93,6 +93,10 @@ func TestExecRedactsSecrets(t *testing.T) {
 		glue + " >&2",
 		"printf %s '" + url.QueryEscape(leaked[:half]) + "' '" + url.QueryEscape(leaked[half:]) + "'",
 		"echo clean",
+		// Outlasts the heartbeat interval (at most HeartbeatEvery; the
+		// first beat goes out one interval after the start), so a beat
+		// carries the scrubbed results above.
+		fmt.Sprintf("sleep %.1f", (sandbox.HeartbeatEvery + 500*time.Millisecond).Seconds()),
 	}}
 	res, err := run[sandbox.ExecResult](f.env, f.acts.Exec, req)
 	if err != nil {
