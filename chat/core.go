@@ -257,10 +257,19 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 		}
 		start.Backend = m.Backend
 	}
+	// The watch lease comes with the message: one update instead of two
+	// at the start of the turn (see session.MessageRequest.Watch).
+	req.Watch = &session.WatchClaim{Claimer: c.cfg.ReplicaID, For: c.cfg.WatchLease}
+	asked := c.cfg.Clock.Now()
 	resp, err := c.s.Send(cctx, start, req)
 	if err != nil {
 		c.say(ctx, p, th, UserMessage(err))
 		return c.internal(err, "send", th.ID())
+	}
+	if resp.Watch == nil || !resp.Watch.Granted {
+		// Not granted (another replica holds it) or not offered (an
+		// older build): the watcher claims it as it always did.
+		asked = time.Time{}
 	}
 	c.log.Info("message sent", "workflow_id", th.ID(), "event_id", m.EventID, "turn", resp.Turn,
 		"duplicate", resp.Duplicate, "queued", resp.Queued)
@@ -272,7 +281,7 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 	// A duplicate resumes watching only if nobody watches its turn here;
 	// watch is idempotent and a finished turn with both refs recorded ends
 	// the watcher at its first poll.
-	c.watchers.watch(p, th, resp.Turn, !resp.Duplicate)
+	c.watchers.watchHeld(p, th, resp.Turn, !resp.Duplicate, asked)
 	return nil
 }
 

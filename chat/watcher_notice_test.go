@@ -82,3 +82,63 @@ func TestApprovalNoticeSurvivesShutdown(t *testing.T) {
 		t.Fatalf("approval notices posted: %d (texts %q), want 1: recorded as told, so it must be told", notices, texts(p.recPoster))
 	}
 }
+
+// The watch lease comes with the message: a replica granted it by the
+// message's update watches the turn without claiming it again (one
+// workflow task fewer at the start of every turn); one that was not
+// granted it, or whose session's build does not answer, claims it as
+// before.
+func TestWatchLeaseComesWithTheMessage(t *testing.T) {
+	for _, granted := range []bool{true, false} {
+		t.Run(map[bool]string{true: "granted", false: "not-offered"}[granted], func(t *testing.T) {
+			s := &script{states: []session.TurnState{{Turn: 0, Status: session.StatusIdle}, running(1, 1, "ls"), done(1, 2, "ok")}}
+			var (
+				mu     sync.Mutex
+				asked  *session.WatchClaim
+				claims int
+			)
+			f := &chattest.Sessions{
+				SendFn: func(_ session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
+					mu.Lock()
+					asked = req.Watch
+					mu.Unlock()
+					resp := session.MessageResponse{Turn: 1}
+					if granted {
+						resp.Watch = &session.ClaimWatchResponse{Granted: true, Holder: req.Watch.Claimer}
+					}
+					return resp, nil
+				},
+				TurnStateFn: s.next,
+				WatchFn: func(_ string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if !req.Release {
+						claims++
+					}
+					return session.ClaimWatchResponse{Granted: !req.Release, Holder: req.Claimer}, nil
+				},
+			}
+			clock := newAutoClock()
+			c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) { cfg.ReplicaID = "bot-a" })
+			p := &recPoster{clock: clock}
+			if err := c.HandleMessage(context.Background(), p, msg("e1", "list")); err != nil {
+				t.Fatal(err)
+			}
+			waitIdle(t, c, testThread)
+			mu.Lock()
+			defer mu.Unlock()
+			if asked == nil || asked.Claimer != "bot-a" || asked.For < session.WatchLeaseMin || asked.For > session.WatchLeaseMax {
+				t.Fatalf("the message asked for the lease with %+v, want bot-a's claim within bounds", asked)
+			}
+			if granted && claims != 0 {
+				t.Errorf("granted with the message, the watcher still claimed the lease %d times", claims)
+			}
+			if !granted && claims == 0 {
+				t.Errorf("not granted with the message, the watcher never claimed the lease")
+			}
+			if got := texts(p); len(got) != 1 || got[0] != "ok" {
+				t.Errorf("answers posted: %q, want the turn's answer once", got)
+			}
+		})
+	}
+}

@@ -148,8 +148,20 @@ type MessageRequest struct {
 	// downloads them into the workspace before the turn. With Text and
 	// Context within MaxMessageBytes (see AttachmentBytes).
 	Attachments []Attachment `json:"attachments,omitempty"`
+	// Watch asks for the session's watch lease with the message (see
+	// ClaimWatchRequest): the bot that sends a message watches its turn,
+	// and one update instead of two keeps a workflow task out of the turn.
+	// The message is taken whether the lease is granted or not.
+	Watch *WatchClaim `json:"watch,omitempty"`
 	// Auth is the bot's signature (see Signature).
 	Auth Signature `json:"auth,omitzero"`
+}
+
+// WatchClaim is a watch lease asked for with a message: who asks, and
+// for how long from now (within [WatchLeaseMin, WatchLeaseMax]).
+type WatchClaim struct {
+	Claimer string        `json:"claimer"`
+	For     time.Duration `json:"for"`
 }
 
 // MessageBytes is what a message counts against MaxMessageBytes: its
@@ -171,6 +183,10 @@ type MessageResponse struct {
 	// Queued is true when a turn is running and the message waits for the
 	// next one.
 	Queued bool `json:"queued,omitempty"`
+	// Watch answers the request's Watch as claim_watch would; nil when
+	// none was asked for or the session's build keeps no lease with
+	// messages (the bot then claims it on its own).
+	Watch *ClaimWatchResponse `json:"watch,omitempty"`
 }
 
 // Decision is an approval answer.

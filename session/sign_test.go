@@ -91,3 +91,30 @@ func TestEveryRequestTypeIsSignable(t *testing.T) {
 		}
 	}
 }
+
+// A watch lease claimed with a message is signed with it: a captured
+// message cannot be replayed to take the lease for another replica, or
+// for longer.
+func TestMessageSignatureCoversTheWatchClaim(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	const wf = "session/slack/T1/C1/1.2"
+	signed := func() *session.MessageRequest {
+		r := &session.MessageRequest{EventID: "e1", Text: "hi", Watch: &session.WatchClaim{Claimer: "bot-a", For: 15 * time.Second}}
+		session.Sign(key, wf, session.UpdateSendMessage, r, now)
+		return r
+	}
+	if err := session.Verify(key, wf, session.UpdateSendMessage, signed(), now); err != nil {
+		t.Fatalf("a fresh signature must verify: %v", err)
+	}
+	for name, mutate := range map[string]func(r *session.MessageRequest){
+		"another claimer": func(r *session.MessageRequest) { r.Watch.Claimer = "bot-b" },
+		"a longer lease":  func(r *session.MessageRequest) { r.Watch.For = time.Minute },
+		"the claim added": func(r *session.MessageRequest) { r.Watch = nil },
+	} {
+		r := signed()
+		mutate(r)
+		if err := session.Verify(key, wf, session.UpdateSendMessage, r, now); !errors.Is(err, session.ErrBadSignature) {
+			t.Errorf("%s: got %v, want a bad signature", name, err)
+		}
+	}
+}

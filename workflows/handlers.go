@@ -125,8 +125,9 @@ func (s *sessionRun) validateMessage(ctx workflow.Context, req session.MessageRe
 
 func (s *sessionRun) onMessage(ctx workflow.Context, req session.MessageRequest) (session.MessageResponse, error) {
 	if turn, ok := s.st.seenTurn(req.EventID); ok {
-		return session.MessageResponse{Turn: turn, Duplicate: true}, nil
+		return session.MessageResponse{Turn: turn, Duplicate: true, Watch: s.watchWithMessage(ctx, req.Watch)}, nil
 	}
+	watch := s.watchWithMessage(ctx, req.Watch)
 	s.takeRepo(req)
 	if req.Model != "" {
 		s.st.Model = req.Model // validated; the next turn to start takes it
@@ -136,7 +137,19 @@ func (s *sessionRun) onMessage(ctx workflow.Context, req session.MessageRequest)
 	s.st.Paused = false
 	s.pauseRequested = false
 	s.touch()
-	return session.MessageResponse{Turn: s.st.Turn + 1, Queued: s.turnActive}, nil
+	return session.MessageResponse{Turn: s.st.Turn + 1, Queued: s.turnActive, Watch: watch}, nil
+}
+
+// watchWithMessage answers a watch lease asked for with a message as
+// claim_watch would (nil when none was asked for, the run keeps no lease,
+// or the claim is malformed: the bot then claims on its own). It never
+// refuses the message.
+func (s *sessionRun) watchWithMessage(ctx workflow.Context, c *session.WatchClaim) *session.ClaimWatchResponse {
+	if c == nil || !s.watchLease || c.Claimer == "" || c.For < session.WatchLeaseMin || c.For > session.WatchLeaseMax {
+		return nil
+	}
+	r := s.claimWatch(ctx, c.Claimer, c.For)
+	return &r
 }
 
 func (s *sessionRun) validateCompact(ctx workflow.Context, _ session.CompactRequest) error {
@@ -297,18 +310,25 @@ func (s *sessionRun) validateClaimWatch(ctx workflow.Context, req session.ClaimW
 // bookkeeping: Version does not move.
 func (s *sessionRun) onClaimWatch(ctx workflow.Context, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error) {
 	w := &s.st.Watch
-	now := workflow.Now(ctx)
 	if req.Release {
 		if w.Holder == req.Claimer {
 			*w = WatchLease{}
 		}
 		return session.ClaimWatchResponse{Holder: w.Holder, Until: w.Until}, nil
 	}
-	if w.Holder != "" && w.Holder != req.Claimer && now.Before(w.Until) {
-		return session.ClaimWatchResponse{Holder: w.Holder, Until: w.Until}, nil
+	return s.claimWatch(ctx, req.Claimer, req.For), nil
+}
+
+// claimWatch grants or renews the lease to claimer for d unless another
+// replica's lease still runs.
+func (s *sessionRun) claimWatch(ctx workflow.Context, claimer string, d time.Duration) session.ClaimWatchResponse {
+	w := &s.st.Watch
+	now := workflow.Now(ctx)
+	if w.Holder != "" && w.Holder != claimer && now.Before(w.Until) {
+		return session.ClaimWatchResponse{Holder: w.Holder, Until: w.Until}
 	}
-	*w = WatchLease{Holder: req.Claimer, Until: now.Add(req.For)}
-	return session.ClaimWatchResponse{Granted: true, Holder: w.Holder, Until: w.Until}, nil
+	*w = WatchLease{Holder: claimer, Until: now.Add(d)}
+	return session.ClaimWatchResponse{Granted: true, Holder: w.Holder, Until: w.Until}
 }
 
 func (s *sessionRun) validateSetBackend(ctx workflow.Context, req session.SetBackendRequest) error {

@@ -300,3 +300,47 @@ func TestApprovalNoticeRecordedOncePerTurn(t *testing.T) {
 		t.Fatalf("second record: %v, want refused with %q", errs[1], session.NoticeRecordedAlready)
 	}
 }
+
+// A message may carry a watch lease claim: granted as claim_watch would
+// (to its sender while nobody else's lease runs), refused while another
+// replica's runs, ignored when malformed; the message is taken either way.
+func TestWatchLeaseWithTheMessage(t *testing.T) {
+	h := newHarness(t, final("one"), final("two"), final("three"))
+	var got []session.MessageResponse
+	send := func(id string, w *session.WatchClaim) {
+		h.update(session.UpdateSendMessage, session.MessageRequest{EventID: id, User: owner, Text: "hi", Watch: w}, func(v any, err error) {
+			if err != nil {
+				t.Errorf("message %s refused: %v", id, err)
+				return
+			}
+			got = append(got, v.(session.MessageResponse))
+		})
+	}
+	h.at(0, func() { send("e1", &session.WatchClaim{Claimer: "bot-a", For: 15 * time.Second}) })
+	h.at(time.Second, func() { send("e2", &session.WatchClaim{Claimer: "bot-b", For: 15 * time.Second}) })
+	h.at(2*time.Second, func() { send("e3", &session.WatchClaim{Claimer: "bot-b", For: time.Hour}) })
+	h.at(3*time.Second, func() { send("e1", &session.WatchClaim{Claimer: "bot-a", For: 15 * time.Second}) }) // redelivered
+	var mid session.TurnState
+	h.at(4*time.Second, func() { mid = h.state() })
+	h.destroyAt(time.Hour)
+	h.run(h.input(session.ApproveNever))
+
+	if len(got) != 4 {
+		t.Fatalf("answers: %+v", got)
+	}
+	if w := got[0].Watch; w == nil || !w.Granted || w.Holder != "bot-a" {
+		t.Errorf("first message: lease %+v, want granted to bot-a", w)
+	}
+	if w := got[1].Watch; w == nil || w.Granted || w.Holder != "bot-a" {
+		t.Errorf("second message while bot-a's lease runs: %+v, want refused, held by bot-a", w)
+	}
+	if got[2].Watch != nil {
+		t.Errorf("a claim out of bounds: %+v, want no answer (the bot claims on its own)", got[2].Watch)
+	}
+	if w := got[3].Watch; !got[3].Duplicate || w == nil || !w.Granted {
+		t.Errorf("redelivered message: %+v, want a duplicate with the lease renewed", got[3])
+	}
+	if mid.Watcher != "bot-a" {
+		t.Errorf("turn state names watcher %q, want bot-a", mid.Watcher)
+	}
+}
