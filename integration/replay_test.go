@@ -34,8 +34,9 @@ var updateHistories = flag.Bool("update-histories", false, "write this generatio
 // (and signed-decisions); v3 adds watch-lease; v4 transcript-refs and
 // compaction; v5 checkpoints (incremental snapshots); v6 attachments and
 // share-file (so far recorded: files, a Slack session with attachments and
-// shared files).
-const historyGeneration = 6
+// shared files); v7 the watch lease claimed with the message (recorded:
+// awaiting-approval, approvals, continue-as-new).
+const historyGeneration = 7
 
 // historyDir is where the replay test in package workflows reads them.
 const historyDir = "../workflows/testdata/histories"
