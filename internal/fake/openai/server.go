@@ -55,6 +55,8 @@ type Server struct {
 	queue     []Step
 	responder Responder
 	requests  []RecordedRequest
+	seq       int
+	keep      int
 	apiKey    string
 	models    map[string]bool
 	fragment  int
@@ -79,6 +81,12 @@ func WithModels(names ...string) Option {
 
 // WithResponder sets the responder used when the queue is empty.
 func WithResponder(r Responder) Option { return func(s *Server) { s.responder = r } }
+
+// WithKeep makes the fake keep only the last n requests (0, the default:
+// all of them). A run of thousands of model calls (the chaos suite's soak)
+// would otherwise hold every conversation it was sent, each up to the
+// session's context budget. Seq still counts every request.
+func WithKeep(n int) Option { return func(s *Server) { s.keep = n } }
 
 // WithFragment sets the default streamed fragment size in bytes.
 func WithFragment(n int) Option { return func(s *Server) { s.fragment = n } }
@@ -125,12 +133,17 @@ func (s *Server) SetResponder(r Responder) {
 	s.responder = r
 }
 
-// Requests returns copies of all recorded requests, oldest first.
+// Requests returns copies of all recorded requests (the last ones kept,
+// with WithKeep), oldest first.
 func (s *Server) Requests() []RecordedRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]RecordedRequest, len(s.requests))
-	for i, r := range s.requests {
+	kept := s.requests
+	if s.keep > 0 && len(kept) > s.keep {
+		kept = kept[len(kept)-s.keep:]
+	}
+	out := make([]RecordedRequest, len(kept))
+	for i, r := range kept {
 		out[i] = r
 		out[i].Header = r.Header.Clone()
 	}
@@ -158,8 +171,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	rec.Seq = len(s.requests) + 1
+	s.seq++
+	rec.Seq = s.seq
 	s.requests = append(s.requests, rec)
+	if s.keep > 0 && len(s.requests) > 2*s.keep {
+		// Trimmed in batches, so keeping costs no copy per request.
+		s.requests = append([]RecordedRequest(nil), s.requests[len(s.requests)-s.keep:]...)
+	}
 	apiKey, models, fragment := s.apiKey, s.models, s.fragment
 	s.mu.Unlock()
 

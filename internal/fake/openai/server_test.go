@@ -454,3 +454,27 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestKeepLastRequests: WithKeep(n) keeps the last n requests, numbered
+// among all of them, so a long run does not hold every conversation.
+func TestKeepLastRequests(t *testing.T) {
+	f := fakeopenai.New(fakeopenai.WithKeep(3))
+	defer f.Close()
+	c := newClient(t, f, "sk-test-123")
+	for i := range 10 {
+		f.Push(fakeopenai.FinalStep("ok"))
+		req := goopenai.ChatCompletionRequest{Model: "gpt-test", Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: strings.Repeat("x", i+1)}}}
+		if _, err := c.CreateChatCompletion(ctx(t), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := f.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("kept %d requests, want 3", len(reqs))
+	}
+	for i, r := range reqs {
+		if want := 8 + i; r.Seq != want || len(r.Body.Messages[0].Content) != want {
+			t.Fatalf("request %d: seq %d, content %q; want the %dth", i, r.Seq, r.Body.Messages[0].Content, want)
+		}
+	}
+}
