@@ -197,6 +197,16 @@ type Notifier interface {
 	Notify(ctx context.Context, th Thread, text string, users []User) (string, error)
 }
 
+// TakeoverPacer is an optional Poster capability for a platform adapter
+// that paces each message's edits itself (Slack). A watcher that starts
+// editing a status message it did not post calls TookOver first: another
+// bot may have been editing it until a moment ago (it took the session's
+// watch over), so the adapter paces the next edit as for a message it
+// never saw, whatever it remembers of its own earlier edits.
+type TakeoverPacer interface {
+	TookOver(th Thread, ref string)
+}
+
 // ContextLine is one earlier message of a thread.
 type ContextLine struct {
 	User string // display name

@@ -138,7 +138,16 @@ func (c *autoClock) Now() time.Time {
 	return c.now
 }
 
+// noRescan is the test cores' ScanEvery: an autoClock never fires it.
+// Otherwise each core's rescan loop would spin on the clock, which fires
+// every wait at once, using up its waits (and pushing its time ahead)
+// as fast as the machine goes, racing the watchers a test follows.
+const noRescan = 1000 * time.Hour
+
 func (c *autoClock) After(d time.Duration) <-chan time.Time {
+	if d == noRescan {
+		return nil // blocks; the loop ends with its context
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.waits) >= c.limit {
@@ -168,6 +177,7 @@ func newTestCore(t testing.TB, s chat.Sessions, clock chat.Clock, mod func(*chat
 		Clock:          clock,
 		Budgets:        map[string]chat.Budget{"test": {MinEditInterval: time.Second}},
 		TemporalUIBase: "http://ui.test",
+		ScanEvery:      noRescan,
 	}
 	if mod != nil {
 		mod(&cfg)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/chattest"
@@ -140,5 +141,61 @@ func TestWatchLeaseComesWithTheMessage(t *testing.T) {
 				t.Errorf("answers posted: %q, want the turn's answer once", got)
 			}
 		})
+	}
+}
+
+// pacedPoster is a recPoster that paces edits itself and records which
+// messages it was told were taken over.
+type pacedPoster struct {
+	*recPoster
+	mu   sync.Mutex
+	took []string
+}
+
+func (p *pacedPoster) TookOver(_ chat.Thread, ref string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.took = append(p.took, ref)
+}
+
+// A watcher that takes over a turn whose status message another replica
+// posted (and may have just edited) starts with its edit burst spent and
+// tells an adapter that paces messages itself: its first edit waits one
+// interval (the chaos suite saw a takeover edit 0.1 s after the old
+// holder's, a per-message violation).
+func TestTakeoverWaitsBeforeItsFirstEdit(t *testing.T) {
+	active := running(7, 5, "make")
+	next := running(7, 6, "make", "test")
+	end := done(7, 7, "built")
+	active.StatusRef, next.StatusRef, end.StatusRef = "m42", "m42", "m42"
+	s := &script{states: []session.TurnState{active, next, end}}
+	f := &chattest.Sessions{
+		ListFn: func(chat.ListFilter) ([]chat.SessionSummary, error) {
+			return []chat.SessionSummary{{WorkflowID: testThread.ID(), Location: testThread}}, nil
+		},
+		TurnStateFn: s.next,
+	}
+	clock := newAutoClock()
+	const interval = time.Second
+	c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) {
+		cfg.Budgets["test"] = chat.Budget{MinEditInterval: interval, EditBurst: 4}
+	})
+	p := &pacedPoster{recPoster: &recPoster{clock: clock}}
+	start := clock.Now()
+	if err := c.Resume(context.Background(), p, "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	edits := p.ops("edit")
+	if len(edits) == 0 || edits[0].Ref != "m42" {
+		t.Fatalf("edits = %+v, want m42 edited", edits)
+	}
+	if gap := edits[0].At.Sub(start); gap < interval {
+		t.Errorf("first edit of a taken-over message %v after the takeover; want at least one interval (%v)", gap, interval)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.took) == 0 || p.took[0] != "m42" {
+		t.Errorf("the adapter was told of taken-over messages %q, want m42", p.took)
 	}
 }

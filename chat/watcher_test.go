@@ -311,9 +311,17 @@ func TestResumeEditsExistingStatusMessage(t *testing.T) {
 	if n := len(p.ops("post")); n != 0 {
 		t.Errorf("%d new status messages after a restart, want 0", n)
 	}
+	// The first edit of a message another process may have just edited
+	// waits one interval (TestTakeoverWaitsBeforeItsFirstEdit), so the
+	// running card may be replaced by the final one before it shows.
 	edits := p.ops("edit")
-	if len(edits) != 2 || edits[0].Ref != "m42" || edits[1].Ref != "m42" || edits[1].Card.Title != "✅ Done" {
-		t.Errorf("edits = %+v, want m42 edited to Running then Done", edits)
+	if len(edits) == 0 || edits[len(edits)-1].Card.Title != "✅ Done" {
+		t.Errorf("edits = %+v, want m42 edited to Done at last", edits)
+	}
+	for _, e := range edits {
+		if e.Ref != "m42" {
+			t.Errorf("edit of %s, want only m42's", e.Ref)
+		}
 	}
 	if got := texts(p); !reflect.DeepEqual(got, []string{"built"}) {
 		t.Errorf("final messages = %q", got)

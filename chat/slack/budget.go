@@ -148,6 +148,15 @@ func (p *editPacer) bucketLocked(key string) pace.Bucket {
 	return b
 }
 
+// tookOver forgets what this adapter knows of message key's edits: another
+// bot may have edited it since (see chat.TakeoverPacer), so the next edit
+// waits as for a message never seen. An edit in flight keeps its slot.
+func (p *editPacer) tookOver(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.paces, key)
+}
+
 // posted records that this adapter posted message key, so nobody else can
 // have edited it: its bucket starts full.
 func (p *editPacer) posted(key string) {

@@ -152,4 +152,12 @@ func TestEditPacerBurst(t *testing.T) {
 		t.Fatal("two edits of one message ran at once")
 	}
 	end()
+	// m1's bucket refilled long ago in this process's view (here: never
+	// spent), but a watch taken over means another bot may have just
+	// edited it: the next edit waits as for an unseen message.
+	p.posted("m3")
+	p.tookOver("m3")
+	if _, err := p.begin(now, "m3"); err == nil {
+		t.Fatal("a message taken over from another bot was edited at once; the old holder may have spent its burst")
+	}
 }

@@ -106,6 +106,12 @@ func (a *Adapter) Edit(ctx context.Context, th chat.Thread, ref string, c chat.C
 	})
 }
 
+var _ chat.TakeoverPacer = (*Adapter)(nil)
+
+// TookOver implements chat.TakeoverPacer: the next edit of ref waits as
+// for a message this adapter never saw.
+func (a *Adapter) TookOver(th chat.Thread, ref string) { a.pacer.tookOver(th.Channel + "/" + ref) }
+
 // PostText implements chat.Poster: Markdown converted to mrkdwn and split
 // into messages within Slack's limits; beyond FileUploadThreshold
 // characters, a summary message with the full answer attached as a file.
