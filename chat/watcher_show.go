@@ -162,8 +162,13 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 		// It stays pending; the next flush tries again.
 		return
 	}
+	wctx, cancel, ok := w.leaseBound(ctx)
+	if !ok {
+		return // the lease is about to run out; the next poll renews it
+	}
+	defer cancel()
 	if v.ref == "" {
-		ref, err := w.p.Post(ctx, w.th, card)
+		ref, err := w.p.Post(wctx, w.th, card)
 		v.pace.Spend(clock.Now())
 		if err != nil {
 			w.log.Warn("watcher: post status failed", "turn", v.turn, "err", err)
@@ -174,7 +179,7 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 		w.announce(ctx, v)
 		return
 	}
-	err := w.p.Edit(ctx, w.th, v.ref, card)
+	err := w.p.Edit(wctx, w.th, v.ref, card)
 	v.pace.Spend(clock.Now())
 	if err != nil {
 		// Logged, not fatal: the card stays pending and the next one retries.
@@ -183,6 +188,30 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 	}
 	v.shown, v.pending = &card, nil
 	w.announce(ctx, v)
+}
+
+// leaseMargin is how long before its view of the watch lease ends a
+// replica stops starting card writes: a request on its way when the lease
+// ends must still land before another replica can hold it.
+const leaseMargin = time.Second
+
+// leaseBound bounds a card write by this replica's view of its watch
+// lease. A post or edit the platform held back (a 429 and its
+// Retry-After, the adapter's own pacing) must not land after the lease
+// ran out, when another replica may have taken the watch over: the chaos
+// suite saw two edits of one card 324 ns apart, and cards posted twice,
+// from such late writes. ok is false when the lease is too close to its
+// end to start one.
+func (w *watcher) leaseBound(ctx context.Context) (context.Context, context.CancelFunc, bool) {
+	if w.legacy || !w.held {
+		return ctx, func() {}, true
+	}
+	left := w.until.Sub(w.cfg.Clock.Now()) - leaseMargin
+	if left <= 0 {
+		return nil, nil, false
+	}
+	c, cancel := context.WithTimeout(ctx, left)
+	return c, cancel, true
 }
 
 // announce tells the people who may approve, once per turn, with a new
