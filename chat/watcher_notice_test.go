@@ -255,3 +255,60 @@ func TestCardWritesEndWithTheLease(t *testing.T) {
 		}
 	}
 }
+
+// The turn's last card goes out even when the watcher's view of its
+// lease is about to run out (renewals failed while Temporal was away):
+// it renews first rather than leave the card showing a running turn.
+func TestFinalCardRenewsANearlySpentLease(t *testing.T) {
+	clock := newAutoClock()
+	t0 := clock.Now()
+	const lease = 15 * time.Second
+	var mu sync.Mutex
+	failedLate := false
+	f := &chattest.Sessions{
+		SendFn: sendTurn(1, false),
+		TurnStateFn: func(string) (session.TurnState, error) {
+			if clock.Now().Sub(t0) < lease-900*time.Millisecond {
+				return running(1, 1, "make"), nil
+			}
+			return done(1, 2, "built"), nil
+		},
+		WatchFn: func(_ string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			at := clock.Now().Sub(t0)
+			switch {
+			case req.Release || at < time.Second:
+				return session.ClaimWatchResponse{Granted: !req.Release, Holder: req.Claimer}, nil
+			case at < lease-900*time.Millisecond || !failedLate:
+				// The server is away; the first attempt at the turn's end
+				// fails too.
+				failedLate = at >= lease-900*time.Millisecond
+				return session.ClaimWatchResponse{}, errBoom
+			}
+			return session.ClaimWatchResponse{Granted: true, Holder: req.Claimer}, nil
+		},
+	}
+	c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) {
+		cfg.WatchLease = lease
+		cfg.PollMin, cfg.PollMax = 200*time.Millisecond, 200*time.Millisecond
+	})
+	p := &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg("e1", "build")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	cards := append(p.ops("post"), p.ops("edit")...)
+	if len(cards) == 0 || cards[len(cards)-1].Card.Title != "✅ Done" {
+		var titles []string
+		for _, e := range cards {
+			titles = append(titles, e.Op+" "+e.Card.Title)
+		}
+		t.Fatalf("cards: %q, want the last to show Done", titles)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !failedLate {
+		t.Fatal("the scenario did not happen: no renewal failed at the turn's end")
+	}
+}

@@ -163,6 +163,10 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 		return
 	}
 	wctx, cancel, ok := w.leaseBound(ctx)
+	if !ok && final && w.hold(ctx) {
+		// The turn's last card: renew now rather than leave it unshown.
+		wctx, cancel, ok = w.leaseBound(ctx)
+	}
 	if !ok {
 		return // the lease is about to run out; the next poll renews it
 	}
@@ -191,8 +195,9 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 }
 
 // leaseMargin is how long before its view of the watch lease ends a
-// replica stops starting card writes: a request on its way when the lease
-// ends must still land before another replica can hold it.
+// replica stops starting card writes (a fifth of a shorter lease): a
+// request on its way when the lease ends must still land before another
+// replica can hold it.
 const leaseMargin = time.Second
 
 // leaseBound bounds a card write by this replica's view of its watch
@@ -206,7 +211,7 @@ func (w *watcher) leaseBound(ctx context.Context) (context.Context, context.Canc
 	if w.legacy || !w.held {
 		return ctx, func() {}, true
 	}
-	left := w.until.Sub(w.cfg.Clock.Now()) - leaseMargin
+	left := w.until.Sub(w.cfg.Clock.Now()) - min(leaseMargin, w.cfg.Lease/5)
 	if left <= 0 {
 		return nil, nil, false
 	}
