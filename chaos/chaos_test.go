@@ -16,7 +16,12 @@ var (
 	run    = flag.Bool("chaos", false, "run the chaos suite's short mode (out of CI while the lost approvals in docs/RELIABILITY.md are open)")
 	long   = flag.Bool("long", false, "run the long mode (docs/RELIABILITY.md's figures) instead of the short one")
 	seed   = flag.Uint64("seed", 0, "the run's seed (0: from the clock, printed)")
-	faults = flag.String("faults", "", "the faults to inject, comma-separated, or \"all\" (default: the mode's own)")
+	faults = flag.String("faults", "", "the faults to inject, comma-separated, or \"all\" (default: the mode's own; none in the soak)")
+
+	soak        = flag.Bool("soak", false, "run the soak: one session of -soak-turns turns with forks and backend switches (not in CI; give -timeout 90m for 1,000 turns)")
+	soakTurns   = flag.Int("soak-turns", 1000, "the soak's turns")
+	soakFor     = flag.Duration("soak-for", 75*time.Minute, "the most time the soak's turns may take; it then reads the markers back and reports how far it got")
+	soakApprove = flag.Bool("soak-approve", false, "the soak's calls each wait for the card's Approve click (about three times slower)")
 )
 
 // TestChaos runs the stack under faults and fails on any loss or duplicate
@@ -29,34 +34,13 @@ func TestChaos(t *testing.T) {
 		// the lost approvals it finds (docs/RELIABILITY.md) are open.
 		t.Skip("the chaos suite runs with -chaos (short mode) or -long; it is out of CI while the lost approvals in docs/RELIABILITY.md are open")
 	}
-	for _, tool := range []string{"bwrap", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the chaos suite needs %s on PATH (.ci/run installs it): %v", tool, err)
-		}
-	}
-	s := *seed
-	if s == 0 {
-		s = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (replay: go test ./chaos -run TestChaos -seed %d%s)", s, s, map[bool]string{true: " -long"}[*long])
-	dir := t.TempDir()
+	s, dir, log := setUp(t, map[bool]string{true: " -long"}[*long])
 	cfg := Short(s, dir)
 	if *long {
 		cfg = Long(s, dir)
 	}
-	if *faults != "" {
-		fs, err := ParseFaults(*faults)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Faults = fs
-	}
-	logFile, err := os.Create(filepath.Join(dir, "chaos.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	cfg.Log = slog.New(slog.NewTextHandler(logFile, nil))
+	cfg.Log = log
+	pickFaults(t, &cfg)
 	limit := 30 * time.Minute
 	if *long {
 		limit = time.Hour
@@ -67,6 +51,88 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatalf("seed %d: %v", s, err)
 	}
+	finish(t, s, dir, rep)
+	if rep.Answered == 0 || rep.Calls == 0 || rep.Approvals == 0 {
+		t.Fatalf("seed %d: the workload did not run (answered %d, calls %d, approvals %d)", s, rep.Answered, rep.Calls, rep.Approvals)
+	}
+}
+
+// TestSoak runs the soak (soak.go): one session of -soak-turns turns with
+// forks and backend switches, its history and its processes' memory
+// measured along the way, and the same must-be-zero checks as the other
+// modes. It is bounded by -soak-for and by the test's own -timeout, and
+// reports how far it got.
+func TestSoak(t *testing.T) {
+	if !*soak {
+		// Not counted as passing: it reports SKIP. The soak is not part
+		// of CI (1,000 turns take about an hour).
+		t.Skip("the soak runs with -soak (-soak-turns N, default 1,000: about an hour, so give -timeout 90m); it is not part of CI")
+	}
+	s, dir, log := setUp(t, " -soak -soak-turns "+strconv.Itoa(*soakTurns))
+	cfg := Soak(s, dir, *soakTurns)
+	cfg.Log = log
+	cfg.Soak.For = *soakFor
+	if *soakApprove {
+		cfg.ApprovalMode = "unless-readonly"
+	}
+	pickFaults(t, &cfg)
+	// The test's own deadline bounds the soak too, leaving time to stop
+	// the stack and print the report.
+	deadline := time.Now().Add(*soakFor + 10*time.Minute)
+	if dl, ok := t.Deadline(); ok {
+		deadline = dl.Add(-90 * time.Second)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("seed %d: %v", s, err)
+	}
+	finish(t, s, dir, rep)
+	if rep.Answered == 0 || rep.Calls == 0 {
+		t.Fatalf("seed %d: the soak did not run (answered %d, calls %d)", s, rep.Answered, rep.Calls)
+	}
+}
+
+// setUp checks the tools a run needs and returns its seed (printed with
+// the command that replays it), directory and log.
+func setUp(t *testing.T, mode string) (uint64, string, *slog.Logger) {
+	t.Helper()
+	for _, tool := range []string{"bwrap", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the chaos suite needs %s on PATH (.ci/run installs it): %v", tool, err)
+		}
+	}
+	s := *seed
+	if s == 0 {
+		s = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay: go test ./chaos -run %s -seed %d%s)", s, t.Name(), s, mode)
+	dir := t.TempDir()
+	logFile, err := os.Create(filepath.Join(dir, "chaos.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logFile.Close() })
+	return s, dir, slog.New(slog.NewTextHandler(logFile, nil))
+}
+
+func pickFaults(t *testing.T, cfg *Config) {
+	t.Helper()
+	if *faults == "" {
+		return
+	}
+	fs, err := ParseFaults(*faults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Faults = fs
+}
+
+// finish prints the report and fails the test on any must-be-zero count,
+// keeping the run's state and logs with CHAOS_KEEP=1.
+func finish(t *testing.T, s uint64, dir string, rep Report) {
+	t.Helper()
 	t.Logf("\n%s", rep.Markdown())
 	for _, p := range rep.Problems {
 		t.Log(p)
@@ -85,8 +151,5 @@ func TestChaos(t *testing.T) {
 			t.Logf("state and logs kept in %s", keep)
 		}
 		t.Fatalf("seed %d: %v", s, f)
-	}
-	if rep.Answered == 0 || rep.Calls == 0 || rep.Approvals == 0 {
-		t.Fatalf("seed %d: the workload did not run (answered %d, calls %d, approvals %d)", s, rep.Answered, rep.Calls, rep.Approvals)
 	}
 }

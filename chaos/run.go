@@ -46,13 +46,29 @@ type Config struct {
 	Seed uint64
 	// Dir holds the run's state and logs; it must exist.
 	Dir string
-	// Sessions run at once, each Turns turns of 5–10 calls, every call
-	// approved by the session's owner.
+	// Sessions run at once, each Turns turns of 5–10 calls (Calls), every
+	// call approved by the session's owner.
 	Sessions, Turns int
+	// Calls is the range of calls a turn makes, at least and at most
+	// (5–10 when zero).
+	Calls [2]int
+	// ApprovalMode is the workers' SANDBOT_SESSION_APPROVAL_MODE
+	// ("unless-readonly" when empty: every marker write waits for its
+	// Approve click).
+	ApprovalMode string
+	// HistoryLimit is the workers' SANDBOT_SESSION_HISTORY_LIMIT in bytes
+	// (their default when 0).
+	HistoryLimit int
+	// Docker adds the docker backend, on the local test image
+	// (internal/testimage), to every worker and bot.
+	Docker bool
+	// Soak, when set, makes the run the soak: one session of Turns turns
+	// with forks and backend switches along the way (soak.go).
+	Soak *SoakConfig
 	// Hosts and Bots are how many cmd/worker and cmd/bot processes run.
 	Hosts, Bots int
-	// Faults are the kinds injected (AllFaults by default), one every
-	// FaultEvery on average.
+	// Faults are the kinds injected (AllFaults by default; none by
+	// default in the soak), one every FaultEvery on average.
 	Faults     []string
 	FaultEvery time.Duration
 	// MaxDeliveries is the most times one Slack event is delivered (4).
@@ -139,6 +155,8 @@ type Report struct {
 	BotRSS        int64
 	HistoryBytes  int64 // the largest current-run history of a session
 	Problems      []string
+	// Soak is the soak's own findings (nil in the other modes).
+	Soak *SoakReport
 }
 
 // Failures lists the must-be-zero counts that are not.
@@ -159,6 +177,9 @@ func (r Report) Failures() []string {
 	check("approvals lost", r.ApprovalsLost)
 	check("approvals decided twice", r.ApprovalsTwice)
 	check("fault injections that failed", len(r.FaultErrors))
+	if r.Soak != nil {
+		out = append(out, r.Soak.failures()...)
+	}
 	return out
 }
 
@@ -168,11 +189,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	if len(cfg.Faults) == 0 {
+	if len(cfg.Faults) == 0 && cfg.Soak == nil {
 		cfg.Faults = AllFaults
 	}
 	rep := Report{Seed: cfg.Seed, Config: fmt.Sprintf("%d sessions × %d turns, %d worker hosts, %d bot replicas, a fault every ~%s",
 		cfg.Sessions, cfg.Turns, cfg.Hosts, cfg.Bots, cfg.FaultEvery)}
+	if cfg.Soak != nil {
+		rep.Config = cfg.Soak.describe(cfg)
+	}
 	start := time.Now()
 	w := newWorkload(cfg)
 	s, err := startStack(ctx, cfg, w, cfg.Log)
@@ -184,7 +208,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rctx, stopFaults := context.WithCancel(ctx)
 	in := &injector{s: s, w: w, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 1)), counts: map[string]int{}}
 	var faultsDone sync.WaitGroup
-	faultsDone.Go(func() { in.run(rctx) })
+	if len(cfg.Faults) > 0 {
+		faultsDone.Go(func() { in.run(rctx) })
+	}
 	var memDone sync.WaitGroup
 	memDone.Go(func() {
 		for {
@@ -203,10 +229,16 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	})
 
 	var users sync.WaitGroup
-	for i := range cfg.Sessions {
-		sid := fmt.Sprintf("s%02d", i+1)
-		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(i)+2))
-		users.Go(func() { w.driveSession(ctx, s, rng, sid) })
+	if cfg.Soak != nil {
+		rng := rand.New(rand.NewPCG(cfg.Seed, 2))
+		stop := cfg.Soak.stopAt(ctx, start)
+		users.Go(func() { w.driveSoak(ctx, s, rng, "s01", stop) })
+	} else {
+		for i := range cfg.Sessions {
+			sid := fmt.Sprintf("s%02d", i+1)
+			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(i)+2))
+			users.Go(func() { w.driveSession(ctx, s, rng, sid) })
+		}
 	}
 	users.Wait()
 	stopFaults()
@@ -216,6 +248,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	w.check(s, &rep)
 	rep.Faults, rep.FaultErrors = in.counts, in.errs
 	rep.HistoryBytes = s.largestHistory(ctx)
+	if cfg.Soak != nil {
+		w.soakHistory(ctx, s, rep.Soak)
+	}
 	return rep, nil
 }
 
@@ -258,6 +293,9 @@ func (w *workload) check(s *stack, rep *Report) {
 		text := messageText(m)
 		if am := answerRe.FindStringSubmatch(text); am != nil {
 			answers[am[1]+" "+am[2]]++
+		}
+		if fm := forkAnswerRe.FindStringSubmatch(text); fm != nil {
+			answers["fork check "+fm[1]]++
 		}
 		for _, id := range cardRe.FindAllStringSubmatch(text, -1) {
 			if cards[id[1]] == nil {
@@ -384,6 +422,10 @@ func (w *workload) check(s *stack, rep *Report) {
 			}
 		}
 	}
+	if w.cfg.Soak != nil {
+		rep.Soak = w.checkSoak(s, sn)
+		rep.Problems = append(rep.Problems, rep.Soak.problems...)
+	}
 	sort.Strings(rep.Problems)
 }
 
@@ -417,8 +459,10 @@ func lastSeen(sn fakeslack.Snapshot, thread string) string {
 
 var (
 	answerRe = regexpMust(`chaos answer (s\d+) (t\d+(?:r\d+)?) done`)
-	markerRe = regexpMust(`^s\d+t\d+(?:r\d+)?c\d+$`)
-	cardRe   = regexpMust(`\.m/(s\d+t\d+(?:r\d+)?c\d+)`)
+	// forkAnswerRe is a soak fork check's answer (forkCheckAnswer).
+	forkAnswerRe = regexpMust(`chaos forkcheck (f\d+(?:r\d+)?) done`)
+	markerRe     = regexpMust(`^s\d+t\d+(?:r\d+)?c\d+$`)
+	cardRe       = regexpMust(`\.m/(s\d+t\d+(?:r\d+)?c\d+)`)
 )
 
 // completedResult reports whether a tool result says the command ran to
@@ -471,5 +515,8 @@ func (r Report) Markdown() string {
 	}
 	sort.Strings(kinds)
 	row("faults injected", strings.Join(kinds, ", "))
+	if r.Soak != nil {
+		r.Soak.markdown(&b)
+	}
 	return b.String()
 }

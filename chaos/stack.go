@@ -10,15 +10,20 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	dockerclient "github.com/moby/moby/client"
 	"go.temporal.io/sdk/client"
 	"golang.org/x/sys/unix"
 
 	"github.com/sandbot/sandbot/internal/devserver"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
+	"github.com/sandbot/sandbot/internal/testimage"
+	"github.com/sandbot/sandbot/internal/workerapp"
+	"github.com/sandbot/sandbot/sandbox/docker"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -49,6 +54,14 @@ type stack struct {
 	slack *fakeslack.Server
 	hosts []*proc
 	bots  []*proc
+
+	// docker is the Docker daemon's client when the stack serves the
+	// docker backend (Config.Docker), dockerImage the local test image
+	// its sessions run in, and deployment the label value its workers put
+	// on their containers: close removes those (and no one else's).
+	docker      *dockerclient.Client
+	dockerImage string
+	deployment  string
 }
 
 // hostIDs name the worker hosts.
@@ -68,6 +81,11 @@ func startStack(ctx context.Context, cfg Config, w *workload, log *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Docker {
+		if err := s.useDocker(ctx); err != nil {
+			return nil, err
+		}
+	}
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -84,8 +102,17 @@ func startStack(ctx context.Context, cfg Config, w *workload, log *slog.Logger) 
 		return nil, fmt.Errorf("dial the embedded server: %w", err)
 	}
 	s.cl = cl
+	if s.docker != nil {
+		if s.deployment, err = workerapp.DeploymentID(ctx, cl, s.ns, s.queue); err != nil {
+			s.close()
+			return nil, fmt.Errorf("the deployment's ID, which labels its containers: %w", err)
+		}
+	}
 
-	s.model = fakeopenai.New(fakeopenai.WithResponder(w.respond))
+	// The suite reads the model's calls through its responder; the fake
+	// keeps only the last few requests, or a soak's thousands of
+	// conversations would fill the suite's memory.
+	s.model = fakeopenai.New(fakeopenai.WithResponder(w.respond), fakeopenai.WithKeep(100))
 	// Over the workspace's chat.update budget the fake answers 429, as
 	// Slack does: several bot replicas each pace themselves, and only
 	// Slack sees their sum (the report counts those 429s).
@@ -113,6 +140,10 @@ func startStack(ctx context.Context, cfg Config, w *workload, log *slog.Logger) 
 			s.close()
 			return nil, err
 		}
+		approvals := cfg.ApprovalMode
+		if approvals == "" {
+			approvals = "unless-readonly"
+		}
 		env := append(s.env(maddr),
 			"SANDBOT_MODEL_BASE_URL="+s.model.URL(),
 			"SANDBOT_MODEL_NAME=fake-model",
@@ -121,8 +152,14 @@ func startStack(ctx context.Context, cfg Config, w *workload, log *slog.Logger) 
 			"SANDBOT_SANDBOX_LOCAL_ROOT="+filepath.Join(s.dir, id, "workspaces"),
 			"SANDBOT_SANDBOX_SNAPSHOT_URL=file://"+snap,
 			"SANDBOT_SESSION_EXEC_HEARTBEAT=2s",
-			"SANDBOT_SESSION_APPROVAL_MODE=unless-readonly",
+			"SANDBOT_SESSION_APPROVAL_MODE="+approvals,
 		)
+		if cfg.HistoryLimit > 0 {
+			env = append(env, "SANDBOT_SESSION_HISTORY_LIMIT="+strconv.Itoa(cfg.HistoryLimit))
+		}
+		if s.docker != nil {
+			env = append(env, "SANDBOT_DOCKER_IMAGE="+s.dockerImage, "DOCKER_HOST="+s.docker.DaemonHost())
+		}
 		p := newProc("worker-"+id, workerBin, s.dir, env)
 		if err := p.start(ctx, s.workerBanner(id)); err != nil {
 			s.close()
@@ -161,7 +198,63 @@ func startStack(ctx context.Context, cfg Config, w *workload, log *slog.Logger) 
 }
 
 func (s *stack) workerBanner(id string) string {
-	return "sandbot worker: serving backends [local] on host queue " + session.HostQueue(s.queue, id)
+	return "sandbot worker: serving backends [" + strings.Join(s.backends(), ", ") + "] on host queue " + session.HostQueue(s.queue, id)
+}
+
+// backends are the backends the workers serve and the bots offer, sorted
+// as a worker's banner lists them (new sessions start on local).
+func (s *stack) backends() []string {
+	if s.docker != nil {
+		return []string{"docker", "local"}
+	}
+	return []string{"local"}
+}
+
+// useDocker connects to the Docker daemon (DOCKER_HOST, or the default
+// socket, as the docker CLI does) and imports the local test image: no
+// registry is reachable, so the image is made from the host's static
+// busybox, as the integration tests do.
+func (s *stack) useDocker(ctx context.Context) error {
+	cli, err := dockerclient.New(dockerclient.FromEnv)
+	if err != nil {
+		return fmt.Errorf("docker client: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	_, err = cli.Ping(pctx, dockerclient.PingOptions{NegotiateAPIVersion: true})
+	cancel()
+	if err != nil {
+		cli.Close()
+		return fmt.Errorf("the docker backend needs a Docker daemon (bash .ci/docker.sh starts one); none answers at %s: %w", cli.DaemonHost(), err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if s.dockerImage, err = testimage.Ensure(ictx, cli); err != nil {
+		cli.Close()
+		return fmt.Errorf("the docker backend's test image: %w", err)
+	}
+	s.docker = cli
+	return nil
+}
+
+// removeContainers removes every container of this stack's deployment:
+// sessions left on docker (the soak's forks) keep theirs after the run.
+func (s *stack) removeContainers() {
+	if s.docker == nil || s.deployment == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := s.docker.ContainerList(ctx, dockerclient.ContainerListOptions{All: true,
+		Filters: make(dockerclient.Filters).Add("label", workerapp.LabelDeployment+"="+s.deployment).Add("label", docker.LabelManaged+"=true")})
+	if err != nil {
+		s.log.Warn("chaos: list the run's containers", "err", err)
+		return
+	}
+	for _, c := range res.Items {
+		if _, err := s.docker.ContainerRemove(ctx, c.ID, dockerclient.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+			s.log.Warn("chaos: remove a container of the run", "id", c.ID, "err", err)
+		}
+	}
 }
 
 // env is what every sandbot process gets.
@@ -172,7 +265,7 @@ func (s *stack) env(metricsAddr string) []string {
 		"SANDBOT_TEMPORAL_NAMESPACE=" + s.ns,
 		"SANDBOT_TEMPORAL_TASK_QUEUE=" + s.queue,
 		"SANDBOT_DECISION_KEY=" + s.key,
-		"SANDBOT_SANDBOX_BACKENDS=local",
+		"SANDBOT_SANDBOX_BACKENDS=" + strings.Join(s.backends(), ","),
 		"SANDBOT_METRICS_ADDR=" + metricsAddr,
 		"SANDBOT_LOG_LEVEL=info",
 	}
@@ -231,6 +324,11 @@ func (s *stack) close() {
 	}
 	for _, p := range s.hosts {
 		p.stop()
+	}
+	// After the workers: none can start a container behind it.
+	s.removeContainers()
+	if s.docker != nil {
+		s.docker.Close()
 	}
 	if s.cl != nil {
 		s.cl.Close()

@@ -28,8 +28,22 @@ const channel = "CCHAOS"
 // responder reads it back from the conversation, so the fake needs no
 // state of its own to script 200 sessions at once, and a retried model
 // call gets the same answer.
-var taskRe = regexp.MustCompile(`chaos task (s\d+) (t\d+(?:r\d+)?) n=(\d+)`)
-var verifyRe = regexp.MustCompile(`chaos verify (s\d+)`)
+//
+// A task may name the backend it must run on (on=docker): its first call
+// is then a pwd, whose output shows where it ran (the soak's check that a
+// backend switch took effect). A verify may name how many turns to read
+// the markers of (upto=N): it reads them in chunks (see markerGlobs) that
+// each fit a tool result, and looks for markers of forks (which must not
+// be in their parent's workspace).
+var taskRe = regexp.MustCompile(`chaos task (s\d+) (t\d+(?:r\d+)?) n=(\d+)(?: on=(\w+))?`)
+var verifyRe = regexp.MustCompile(`chaos verify (s\d+)(?: upto=(\d+))?`)
+
+// A fork check (the soak's) reads a marker of its parent in the fork's
+// workspace, then writes a marker of its own.
+var forkCheckRe = regexp.MustCompile(`chaos forkcheck (f\d+(?:r\d+)?) reads (s\d+t\d+(?:r\d+)?c\d+)`)
+
+// forkCheckAnswer is the final text of a fork check.
+func forkCheckAnswer(tok string) string { return "chaos forkcheck " + tok + " done" }
 
 // answer is the final text of a turn: posted exactly once in the thread
 // when nothing is lost or duplicated.
@@ -76,6 +90,8 @@ type workload struct {
 	// again. replies is every such reply, for the report.
 	awaiting map[string]clickWait
 	replies  []string
+	// soak is the soak user's record (soak.go).
+	soak soakState
 }
 
 // clickAckWait is how long a user waits for Slack to confirm a click: its
@@ -97,12 +113,15 @@ type turnRecord struct {
 	Calls   int
 	Outcome string // answered, failed, lost
 	Retries int
+	// On is the backend the turn was to show it ran on ("": not checked).
+	On string
 }
 
 func newWorkload(cfg Config) *workload {
 	return &workload{cfg: cfg, flaps: &modelFaults{}, calls: map[string]bool{}, results: map[string]string{},
 		verified: map[string]string{}, doneAt: map[string]time.Time{}, shown: map[string]bool{}, clicks: map[string]int{},
-		approved: map[string]bool{}, awaiting: map[string]clickWait{}}
+		approved: map[string]bool{}, awaiting: map[string]clickWait{},
+		soak: soakState{memory: map[string][]MemSample{}}}
 }
 
 // markerCommand is what call id runs: it appends its ID to a marker file of
@@ -139,8 +158,14 @@ func (w *workload) respond(req fakeopenai.RecordedRequest) fakeopenai.Step {
 		}
 		w.recordResults(tools)
 		if m := taskRe.FindStringSubmatch(msgs[i].Content); m != nil {
-			sid, turn := m[1], m[2]
+			sid, turn, on := m[1], m[2], m[4]
 			n, _ := strconv.Atoi(m[3])
+			if on != "" {
+				if len(tools) == 0 {
+					return fakeopenai.ToolCallStep(sid+turn+"w", "shell", shellArgs("pwd"))
+				}
+				tools = tools[1:]
+			}
 			if len(tools) >= n {
 				return fakeopenai.FinalStep(answer(sid, turn))
 			}
@@ -150,16 +175,48 @@ func (w *workload) respond(req fakeopenai.RecordedRequest) fakeopenai.Step {
 			w.mu.Unlock()
 			return fakeopenai.ToolCallStep(id, "shell", shellArgs(markerCommand(id)))
 		}
+		if m := forkCheckRe.FindStringSubmatch(msgs[i].Content); m != nil {
+			tok, parent := m[1], m[2]
+			switch len(tools) {
+			case 0:
+				// Not "cat .m/<id>": the card check takes a call ID
+				// after ".m/" on two status messages for a card posted
+				// twice, and the parent's card names this one.
+				return fakeopenai.ToolCallStep(tok+"c1", "shell", shellArgs("cd .m && cat "+parent))
+			case 1:
+				id := tok + "c2"
+				w.mu.Lock()
+				w.calls[id] = true
+				w.mu.Unlock()
+				return fakeopenai.ToolCallStep(id, "shell", shellArgs(markerCommand(id)))
+			}
+			return fakeopenai.FinalStep(forkCheckAnswer(tok))
+		}
 		if m := verifyRe.FindStringSubmatch(msgs[i].Content); m != nil {
 			sid := m[1]
-			// Only a read that ran to its end counts: a worker killed
-			// during the cat reports the call interrupted, so read again.
-			if len(tools) == 0 || (!completedResult(tools[len(tools)-1].Content) && len(tools) < 6) {
-				return fakeopenai.ToolCallStep(fmt.Sprintf("%sverify%d", sid, len(tools)+1), "shell", shellArgs("cat .m/*"))
+			reads := []string{"cat .m/*"}
+			if upto, _ := strconv.Atoi(m[2]); upto > 0 {
+				reads = nil
+				for _, g := range markerGlobs(sid, upto) {
+					reads = append(reads, "cat "+g)
+				}
+				reads = append(reads, forkMarkerRead)
 			}
-			if last := tools[len(tools)-1].Content; completedResult(last) {
+			// Only a read that ran to its end counts: a worker killed
+			// during the cat reports the call interrupted, so the same
+			// chunk is read again (five times more at most).
+			var done []string
+			for _, t := range tools {
+				if completedResult(t.Content) {
+					done = append(done, t.Content)
+				}
+			}
+			if len(done) < len(reads) && len(tools) < len(reads)+5 {
+				return fakeopenai.ToolCallStep(fmt.Sprintf("%sverify%d", sid, len(tools)+1), "shell", shellArgs(reads[len(done)]))
+			}
+			if len(done) == len(reads) {
 				w.mu.Lock()
-				w.verified[sid] = last
+				w.verified[sid] = strings.Join(done, "\n")
 				w.mu.Unlock()
 			}
 			return fakeopenai.FinalStep("chaos verified " + sid)
@@ -218,75 +275,119 @@ func (f *modelFaults) next() (fakeopenai.Step, bool) {
 	return fakeopenai.Step{}, false
 }
 
-// driveSession is one user's conversation: Turns turns of 5–10 approved
+// driveSession is one user's conversation: Turns turns of approved
 // calls, each message delivered 1–4 times (redeliveries out of order), and
 // a last turn that reads the markers back.
 func (w *workload) driveSession(ctx context.Context, s *stack, rng *rand.Rand, sid string) {
 	var th chat.Thread
 	for t := 1; t <= w.cfg.Turns; t++ {
-		turn := fmt.Sprintf("t%d", t)
-		n := 5 + rng.IntN(6)
-		rec := turnRecord{Session: sid, Turn: turn, Calls: n}
-		for attempt := 0; ; attempt++ {
-			tok := turn
-			if attempt > 0 {
-				tok = fmt.Sprintf("%sr%d", turn, attempt)
-			}
-			text := fmt.Sprintf("chaos task %s %s n=%d", sid, tok, n)
-			var ok bool
-			th, ok = w.send(ctx, s, rng, th, text)
-			if !ok {
-				rec.Outcome = "lost"
-				break
-			}
-			rec.Thread = th.Thread
-			out := w.await(ctx, s, th, answer(sid, tok))
-			if out == "failed" && attempt < 6 && ctx.Err() == nil {
-				// A visible failure (the model's key was refused): the
-				// user asks again, as a person would.
-				rec.Retries++
-				continue
-			}
-			rec.Outcome = out
-			break
-		}
-		w.mu.Lock()
-		w.turns = append(w.turns, rec)
-		w.mu.Unlock()
-		if rec.Outcome == "lost" || th.Thread == "" {
+		if rec := w.runTurn(ctx, s, rng, &th, sid, t, ""); rec.Outcome == "lost" || th.Thread == "" {
 			return
 		}
 	}
-	for attempt := 0; attempt < 4 && ctx.Err() == nil; attempt++ {
+	w.verifySession(ctx, s, rng, th, sid, 0)
+}
+
+// callRange is how many calls a turn makes, at least and at most.
+func (c Config) callRange() (lo, hi int) {
+	if c.Calls == [2]int{} {
+		return 5, 10
+	}
+	return c.Calls[0], c.Calls[1]
+}
+
+// runTurn is turn t of session sid in *th (started by its first message):
+// a task of calls in Config.Calls' range (on backend on, when set, which
+// its first call shows), asked again when it fails visibly. It records the
+// turn and returns the record.
+func (w *workload) runTurn(ctx context.Context, s *stack, rng *rand.Rand, th *chat.Thread, sid string, t int, on string) turnRecord {
+	turn := fmt.Sprintf("t%d", t)
+	lo, hi := w.cfg.callRange()
+	n := lo + rng.IntN(hi-lo+1)
+	rec := turnRecord{Session: sid, Turn: turn, Calls: n, On: on}
+	for attempt := 0; ; attempt++ {
+		tok := turn
+		if attempt > 0 {
+			tok = fmt.Sprintf("%sr%d", turn, attempt)
+		}
+		text := fmt.Sprintf("chaos task %s %s n=%d", sid, tok, n)
+		if on != "" {
+			text += " on=" + on
+		}
+		var since string
 		var ok bool
-		if th, ok = w.send(ctx, s, rng, th, "chaos verify "+sid); !ok {
+		*th, since, ok = w.send(ctx, s, rng, *th, text)
+		if !ok {
+			rec.Outcome = "lost"
+			break
+		}
+		rec.Thread = th.Thread
+		out := w.await(ctx, s, *th, since, answer(sid, tok))
+		if out == "failed" && attempt < 6 && ctx.Err() == nil {
+			// A visible failure (the model's key was refused): the
+			// user asks again, as a person would.
+			rec.Retries++
+			continue
+		}
+		rec.Outcome = out
+		break
+	}
+	w.mu.Lock()
+	w.turns = append(w.turns, rec)
+	w.mu.Unlock()
+	return rec
+}
+
+// verifySession is the last turn of a session: it reads the markers back
+// (the first upto turns' in chunks, when upto is set), asking again when
+// the read did not end.
+func (w *workload) verifySession(ctx context.Context, s *stack, rng *rand.Rand, th chat.Thread, sid string, upto int) {
+	text := "chaos verify " + sid
+	if upto > 0 {
+		text += fmt.Sprintf(" upto=%d", upto)
+	}
+	for attempt := 0; attempt < 4 && ctx.Err() == nil; attempt++ {
+		var since string
+		var ok bool
+		if th, since, ok = w.send(ctx, s, rng, th, text); !ok {
 			return
 		}
-		if w.await(ctx, s, th, "chaos verified "+sid) == "answered" {
+		if w.await(ctx, s, th, since, "chaos verified "+sid) == "answered" {
 			return
 		}
 	}
 }
 
-// send posts text (a mention at the channel's root for the first message)
-// and delivers its events again 0–3 more times, some of them later and so
-// after the messages that follow.
-func (w *workload) send(ctx context.Context, s *stack, rng *rand.Rand, th chat.Thread, text string) (chat.Thread, bool) {
+// post writes text into th as the session's user (a mention at the
+// channel's root when th has no thread yet), delivered once, and returns
+// the thread, the message's ts and its envelopes.
+func (w *workload) post(ctx context.Context, s *stack, th chat.Thread, text string) (chat.Thread, fakeslack.Sent, bool) {
 	msg := fakeslack.UserMessage{User: approver, Channel: channel, Text: text}
 	if th.Thread == "" {
 		msg.Text = s.slack.Mention() + " " + text
 	} else {
 		msg.ThreadTS = th.Thread
 	}
-	before := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	sent, err := s.slack.SendMessage(sctx, msg)
 	cancel()
 	if err != nil {
-		return th, false
+		return th, sent, false
 	}
 	if th.Thread == "" {
 		th = chat.Thread{Platform: slack.Platform, Workspace: s.slack.Options().TeamID, Channel: channel, Thread: sent.Message.TS}
+	}
+	return th, sent, true
+}
+
+// send posts text (see post) and delivers its events again 0–3 more
+// times, some of them later and so after the messages that follow. It
+// returns the message's ts.
+func (w *workload) send(ctx context.Context, s *stack, rng *rand.Rand, th chat.Thread, text string) (chat.Thread, string, bool) {
+	before := time.Now()
+	th, sent, ok := w.post(ctx, s, th, text)
+	if !ok {
+		return th, "", false
 	}
 	extra := rng.IntN(w.cfg.MaxDeliveries)
 	delays := make([]time.Duration, extra)
@@ -307,18 +408,15 @@ func (w *workload) send(ctx context.Context, s *stack, rng *rand.Rand, th chat.T
 			}()
 		}
 	}
-	// The first card: the first bot message in the thread that was not
-	// there before.
-	seen := map[string]bool{}
-	for _, m := range s.slack.Snapshot().BotMessages(channel, th.Thread) {
-		seen[m.TS] = true
-	}
+	// The first card: the first bot message in the thread after the
+	// user's.
+	since := sent.Message.TS
 	go func() {
 		wctx, cancel := context.WithTimeout(ctx, w.cfg.TurnTimeout)
 		defer cancel()
 		_, err := s.slack.WaitFor(wctx, func(sn fakeslack.Snapshot) bool {
-			for _, m := range sn.BotMessages(channel, th.Thread) {
-				if !seen[m.TS] && m.User != approver {
+			for _, m := range botMessagesSince(sn, th.Thread, since) {
+				if m.User != approver {
 					return true
 				}
 			}
@@ -330,18 +428,46 @@ func (w *workload) send(ctx context.Context, s *stack, rng *rand.Rand, th chat.T
 			w.mu.Unlock()
 		}
 	}()
-	return th, true
+	return th, since, true
+}
+
+// botMessagesSince are the bot's messages in thread posted after the
+// message with ts since (all of them when since is ""). A turn's card and
+// answer come after the message that asked for it, so a long thread (the
+// soak's thousands of messages) need not be read whole for every change.
+func botMessagesSince(sn fakeslack.Snapshot, thread, since string) []fakeslack.Message {
+	var out []fakeslack.Message
+	for _, m := range sn.Messages[channel] {
+		if m.BotID != "" && (m.TS == thread || m.ThreadTS == thread) && (since == "" || tsLess(since, m.TS)) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// tsLess orders Slack timestamps ("seconds.micros").
+func tsLess(a, b string) bool {
+	as, af, _ := strings.Cut(a, ".")
+	bs, bf, _ := strings.Cut(b, ".")
+	if len(as) != len(bs) {
+		return len(as) < len(bs)
+	}
+	if as != bs {
+		return as < bs
+	}
+	return af < bf
 }
 
 // await answers approvals in th until the answer is posted ("answered"), a
-// turn failure shows ("failed") or the turn timeout passes ("lost").
-func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, want string) string {
+// turn failure shows ("failed") or the turn timeout passes ("lost"). It
+// reads the bot's messages after the user's message since.
+func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, since, want string) string {
 	deadline := time.Now().Add(w.cfg.TurnTimeout)
 	botID := s.slack.Options().BotID
 	// Failed cards of earlier attempts stay in the thread; only a new one
 	// is this attempt's.
 	failedBefore := map[string]bool{}
-	for _, m := range s.slack.Snapshot().BotMessages(channel, th.Thread) {
+	for _, m := range botMessagesSince(s.slack.Snapshot(), th.Thread, since) {
 		if strings.Contains(messageText(m), "❌ Failed") {
 			failedBefore[m.TS] = true
 		}
@@ -357,7 +483,8 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, want str
 		_, _ = s.slack.WaitFor(wctx, func(sn fakeslack.Snapshot) bool {
 			click, outcome = nil, ""
 			w.readReplies(sn, th.Thread)
-			for _, m := range sn.BotMessages(channel, th.Thread) {
+			msgs := botMessagesSince(sn, th.Thread, since)
+			for _, m := range msgs {
 				if m.BotID != botID {
 					continue
 				}
@@ -381,7 +508,7 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, want str
 					}
 				}
 			}
-			for _, m := range sn.BotMessages(channel, th.Thread) {
+			for _, m := range msgs {
 				if m.BotID == botID && strings.Contains(messageText(m), "❌ Failed") && !failedBefore[m.TS] {
 					outcome = "failed"
 					return true
@@ -482,6 +609,10 @@ func (w *workload) noteShownDone(text string) {
 			if strings.Contains(line, ".m/"+id) && strings.Contains(line, "✅") {
 				w.shown[id] = true
 				w.toolCard = append(w.toolCard, time.Since(at))
+				// Done with: a soak's thousands of calls are not looked
+				// for in every card again.
+				delete(w.doneAt, id)
+				break
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 // Command chaos runs sandbot's chaos suite (package chaos) and prints its
-// report as Markdown: go run ./cmd/chaos [-long] [-seed N]. Run it from the
-// source tree; it builds cmd/worker and cmd/bot itself.
+// report as Markdown: go run ./cmd/chaos [-long | -soak [-soak-turns N]]
+// [-seed N]. Run it from the source tree; it builds cmd/worker and cmd/bot
+// itself.
 package main
 
 import (
@@ -20,15 +21,27 @@ func main() {
 	long := flag.Bool("long", false, "the long mode (docs/RELIABILITY.md's figures)")
 	seed := flag.Uint64("seed", 0, "seed (0: from the clock)")
 	keep := flag.Bool("keep", false, "keep the run's directory (state and logs)")
-	faults := flag.String("faults", "", `the faults to inject, comma-separated, or "all" (default: the mode's own)`)
+	faults := flag.String("faults", "", `the faults to inject, comma-separated, or "all" (default: the mode's own; none in the soak)`)
+	var o soakOptions
+	flag.BoolVar(&o.on, "soak", false, "the soak: one session of -soak-turns turns with forks and backend switches")
+	flag.IntVar(&o.turns, "soak-turns", 1000, "the soak's turns")
+	flag.DurationVar(&o.For, "soak-for", 75*time.Minute, "the most time the soak's turns may take; it then reads the markers back and reports how far it got")
+	flag.BoolVar(&o.approve, "soak-approve", false, "the soak's calls each wait for the card's Approve click (about three times slower)")
 	flag.Parse()
-	if err := run(*long, *seed, *keep, *faults); err != nil {
+	if err := run(*long, o, *seed, *keep, *faults); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
 }
 
-func run(long bool, seed uint64, keep bool, faults string) error {
+// soakOptions are the soak's flags.
+type soakOptions struct {
+	on, approve bool
+	turns       int
+	For         time.Duration
+}
+
+func run(long bool, soak soakOptions, seed uint64, keep bool, faults string) error {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
@@ -40,7 +53,14 @@ func run(long bool, seed uint64, keep bool, faults string) error {
 		defer os.RemoveAll(dir)
 	}
 	cfg := chaos.Short(seed, dir)
-	if long {
+	switch {
+	case soak.on:
+		cfg = chaos.Soak(seed, dir, soak.turns)
+		cfg.Soak.For = soak.For
+		if soak.approve {
+			cfg.ApprovalMode = "unless-readonly"
+		}
+	case long:
 		cfg = chaos.Long(seed, dir)
 	}
 	if faults != "" {

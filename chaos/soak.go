@@ -1,0 +1,709 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/slack"
+	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
+)
+
+// The soak: one session (one Slack thread) running turn after turn, a
+// thousand by default, with forks and backend switches along the way, on
+// the same stack and workload as the other modes. It answers what the
+// short and long modes cannot: whether a session's history stays bounded
+// through continue-as-new, whether the workers' and bots' memory stays
+// flat, and whether anything is lost or done twice over a long life. The
+// evidence is the fakes' again: the thread's messages, the model's calls
+// and the tool results it was sent, and the marker files read back at the
+// end (in chunks, see markerGlobs).
+
+// SoakConfig is what the soak adds to a run.
+type SoakConfig struct {
+	// ForkEvery: a /fork before every this many turns; the fork's first
+	// turn reads the marker of the parent's last completed call, and
+	// writes one of its own, which must not appear in the parent.
+	ForkEvery int
+	// SwitchEvery: /backend docker and /backend local in turn, before
+	// every this many turns (halfway between forks); the next turn's
+	// first call is a pwd, which shows where it ran.
+	SwitchEvery int
+	// SampleEvery: every this many turns (and after the first), the
+	// resident memory of every worker and bot process is sampled.
+	SampleEvery int
+	// For bounds the soak in time: no turn starts after it has passed (nor
+	// within soakReserve of the run's context deadline); the markers are
+	// still read back and checked, and the report says how far it got.
+	For time.Duration
+}
+
+// soakReserve is the time left, before the run's deadline, for the last
+// turn to end, the read-back and the checks.
+const soakReserve = 3 * time.Minute
+
+// Soak is the soak mode: turns turns (1,000 is the issue's), forks and
+// switches spread over them, no faults unless asked for.
+//
+// Pace: every call runs without approval (the workers' approval mode is
+// "never"; the short and long modes click every call). An approved call
+// needs edits of its own on the card, and the workspace's chat.update
+// budget (about 50 a minute, which the Slack fake enforces) would then
+// hold a turn of 2–4 calls to some 6 a minute: 1,000 turns would take
+// three hours. Without approvals a turn costs the budget a card and a few
+// edits, and 1,000 turns fit in about an hour.
+func Soak(seed uint64, dir string, turns int) Config {
+	c := Short(seed, dir)
+	c.Sessions, c.Turns, c.Hosts, c.Bots = 1, turns, 2, 2
+	c.Faults = nil
+	c.Calls = [2]int{2, 4}
+	c.ApprovalMode = "never"
+	// The lowest limit sandbot accepts (1 MiB; its default is 20 MiB), so
+	// continue-as-new comes every few dozen turns.
+	c.HistoryLimit = 1 << 20
+	c.Docker = true
+	c.Soak = &SoakConfig{
+		ForkEvery:   min(max(turns/20, 5), 50),
+		SwitchEvery: min(max(turns/20, 4), 50),
+		SampleEvery: min(max(turns/40, 1), 25),
+		For:         75 * time.Minute,
+	}
+	return c
+}
+
+func (sc *SoakConfig) describe(cfg Config) string {
+	faults := "no faults"
+	if len(cfg.Faults) > 0 {
+		faults = fmt.Sprintf("a fault every ~%s (%s)", cfg.FaultEvery, strings.Join(cfg.Faults, ", "))
+	}
+	return fmt.Sprintf("soak: 1 session × %d turns of %d–%d calls (approval mode %s), a /fork every %d turns, a backend switch every %d, memory sampled every %d; history limit %d KB; %d worker hosts, %d bot replicas; %s",
+		cfg.Turns, cfg.Calls[0], cfg.Calls[1], cfg.ApprovalMode, sc.ForkEvery, sc.SwitchEvery, sc.SampleEvery, cfg.HistoryLimit>>10, cfg.Hosts, cfg.Bots, faults)
+}
+
+// stopAt is when the soak stops starting turns.
+func (sc *SoakConfig) stopAt(ctx context.Context, start time.Time) time.Time {
+	stop := start.Add(sc.For)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-soakReserve).Before(stop) {
+		stop = dl.Add(-soakReserve)
+	}
+	return stop
+}
+
+// soakState is the soak user's record, under workload.mu.
+type soakState struct {
+	sid      string
+	thread   string
+	done     int    // turns run
+	stopped  string // why the soak ended before its last turn ("" if it did not)
+	forks    []forkRecord
+	switches []switchRecord
+	memory   map[string][]MemSample
+}
+
+// forkRecord is one /fork and the check turn in its thread.
+type forkRecord struct {
+	ID      string // f01, f02, ...
+	Marker  string // the parent's marker the fork must have
+	Asked   string // ts of the /fork message
+	Thread  string // the fork's thread root ("" if none showed)
+	Token   string // the check's last attempt (f01, f01r1, ...)
+	Outcome string
+}
+
+// switchRecord is one /backend.
+type switchRecord struct {
+	To    string
+	Turn  int // the turn that was to run there
+	Asked string
+	Reply string
+}
+
+// MemSample is a process's resident set size after a turn.
+type MemSample struct {
+	Turn  int
+	Bytes int64
+}
+
+// driveSoak is the soak's user: turn after turn in one thread until
+// Config.Turns or stop, a /fork and a /backend every so often, memory
+// sampled along the way, and a last turn that reads every marker back.
+func (w *workload) driveSoak(ctx context.Context, s *stack, rng *rand.Rand, sid string, stop time.Time) {
+	sc := w.cfg.Soak
+	w.mu.Lock()
+	w.soak.sid = sid
+	w.mu.Unlock()
+	var th chat.Thread
+	backend, on := "local", ""
+	last := "" // the newest completed call's marker: what a fork must have
+	done, sampled := 0, 0
+	for t := 1; t <= w.cfg.Turns; t++ {
+		if ctx.Err() != nil || time.Now().After(stop) {
+			w.soakStopped(fmt.Sprintf("out of time (-soak-for, or the test's -timeout) after %d of %d turns", done, w.cfg.Turns))
+			break
+		}
+		if t > 1 && sc.ForkEvery > 0 && (t-1)%sc.ForkEvery == 0 && last != "" {
+			w.soakFork(ctx, s, rng, th, last)
+		}
+		if t > 1 && sc.SwitchEvery > 0 && (t-1+sc.SwitchEvery/2)%sc.SwitchEvery == 0 {
+			to := map[string]string{"local": "docker", "docker": "local"}[backend]
+			if w.soakSwitch(ctx, s, th, to, t) {
+				backend, on = to, to
+			}
+		}
+		rec := w.runTurn(ctx, s, rng, &th, sid, t, on)
+		on = ""
+		done = t
+		w.mu.Lock()
+		w.soak.thread, w.soak.done = th.Thread, t
+		if m := w.lastCompleted(rec); m != "" {
+			last = m
+		}
+		w.mu.Unlock()
+		if t == 1 || t%sc.SampleEvery == 0 {
+			w.sampleMemory(s, t)
+			sampled = t
+		}
+		if rec.Outcome == "lost" || th.Thread == "" {
+			// As in the other modes: a session that lost a turn is not
+			// read back (the failure is counted either way).
+			w.soakStopped(fmt.Sprintf("turn %d was lost", t))
+			return
+		}
+	}
+	if done > sampled {
+		w.sampleMemory(s, done)
+	}
+	if done > 0 {
+		w.verifySession(ctx, s, rng, th, sid, done)
+	}
+}
+
+func (w *workload) soakStopped(why string) {
+	w.mu.Lock()
+	w.soak.stopped = why
+	w.mu.Unlock()
+}
+
+// lastCompleted is the marker of rec's last call whose result reached the
+// model as completed, or "" (called with w.mu held).
+func (w *workload) lastCompleted(rec turnRecord) string {
+	if rec.Outcome != "answered" {
+		return ""
+	}
+	tok := rec.Turn
+	if rec.Retries > 0 {
+		tok = fmt.Sprintf("%sr%d", rec.Turn, rec.Retries)
+	}
+	for c := rec.Calls; c >= 1; c-- {
+		id := fmt.Sprintf("%s%sc%d", rec.Session, tok, c)
+		if completedResult(w.results[id]) {
+			return id
+		}
+	}
+	return ""
+}
+
+// sampleMemory records every worker's and bot's resident size after turn.
+func (w *workload) sampleMemory(s *stack, turn int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range slices.Concat(s.hosts, s.bots) {
+		if b := p.rssBytes(); b > 0 {
+			w.soak.memory[p.name] = append(w.soak.memory[p.name], MemSample{Turn: turn, Bytes: b})
+		}
+	}
+}
+
+// soakFork asks for a fork in parent (one delivery: a command is not
+// deduplicated like a message, and a second delivery would be a second
+// fork), finds the fork's thread and runs its check turn there.
+func (w *workload) soakFork(ctx context.Context, s *stack, rng *rand.Rand, parent chat.Thread, marker string) {
+	w.mu.Lock()
+	rec := forkRecord{ID: fmt.Sprintf("f%02d", len(w.soak.forks)+1), Marker: marker}
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.soak.forks = append(w.soak.forks, rec)
+		w.mu.Unlock()
+	}()
+	_, sent, ok := w.post(ctx, s, parent, "/fork")
+	if !ok {
+		rec.Outcome = "the /fork message was not delivered"
+		return
+	}
+	rec.Asked = sent.Message.TS
+	// The fork's thread: a new top-level bot message after the command,
+	// whose thread the bot opened with "Forked from".
+	wctx, cancel := context.WithTimeout(ctx, w.cfg.TurnTimeout)
+	_, err := s.slack.WaitFor(wctx, func(sn fakeslack.Snapshot) bool {
+		for _, root := range forkRoots(sn, rec.Asked) {
+			for _, m := range botMessagesSince(sn, root, "") {
+				if strings.Contains(messageText(m), "Forked from") {
+					rec.Thread = root
+					return true
+				}
+			}
+		}
+		return false
+	})
+	cancel()
+	if err != nil {
+		rec.Outcome = "no fork thread appeared"
+		return
+	}
+	th := chat.Thread{Platform: slack.Platform, Workspace: s.slack.Options().TeamID, Channel: channel, Thread: rec.Thread}
+	for attempt := 0; attempt < 4 && ctx.Err() == nil; attempt++ {
+		rec.Token = rec.ID
+		if attempt > 0 {
+			rec.Token = fmt.Sprintf("%sr%d", rec.ID, attempt)
+		}
+		var since string
+		if th, since, ok = w.send(ctx, s, rng, th, fmt.Sprintf("chaos forkcheck %s reads %s", rec.Token, marker)); !ok {
+			rec.Outcome = "lost"
+			return
+		}
+		rec.Outcome = w.await(ctx, s, th, since, forkCheckAnswer(rec.Token))
+		if rec.Outcome != "failed" {
+			return
+		}
+	}
+}
+
+// forkRoots are the top-level bot messages posted after ts: the roots of
+// fork threads (the soak's only top-level message is otherwise its
+// user's first).
+func forkRoots(sn fakeslack.Snapshot, after string) []string {
+	var out []string
+	for _, m := range sn.Messages[channel] {
+		if m.BotID != "" && (m.ThreadTS == "" || m.ThreadTS == m.TS) && tsLess(after, m.TS) {
+			out = append(out, m.TS)
+		}
+	}
+	return out
+}
+
+// soakSwitch asks for a backend switch between turns (one delivery, as
+// for /fork) and reports whether the bot said it is under way.
+func (w *workload) soakSwitch(ctx context.Context, s *stack, th chat.Thread, to string, turn int) bool {
+	rec := switchRecord{To: to, Turn: turn}
+	defer func() {
+		w.mu.Lock()
+		w.soak.switches = append(w.soak.switches, rec)
+		w.mu.Unlock()
+	}()
+	_, sent, ok := w.post(ctx, s, th, "/backend "+to)
+	if !ok {
+		rec.Reply = "(the /backend message was not delivered)"
+		return false
+	}
+	rec.Asked = sent.Message.TS
+	// Its reply names the backend (a refusal too); anything else the bot
+	// posts after the command is a late message of the turn before.
+	wctx, cancel := context.WithTimeout(ctx, w.cfg.TurnTimeout)
+	defer cancel()
+	sn, err := s.slack.WaitFor(wctx, func(sn fakeslack.Snapshot) bool {
+		for _, m := range botMessagesSince(sn, th.Thread, rec.Asked) {
+			if text := messageText(m); strings.Contains(strings.ToLower(text), "backend") {
+				rec.Reply = text
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		rec.Reply = "(no reply naming the backend)"
+		if msgs := botMessagesSince(sn, th.Thread, rec.Asked); len(msgs) > 0 {
+			rec.Reply += "; the bot said " + messageText(msgs[0])
+		}
+		return false
+	}
+	return switchStarted(rec.Reply)
+}
+
+// switchStarted reports whether a /backend reply says the switch is under
+// way (now, or at the end of a running turn).
+func switchStarted(reply string) bool {
+	return strings.Contains(reply, "Switching backend from") || strings.Contains(reply, "Backend switches from")
+}
+
+// markerGlobs are shell globs that together match the marker files of
+// session sid's turns 1..upto, each about a hundred turns' worth (a few
+// KB of `cat` output, well inside a tool result's 16 KB), disjoint, and
+// each matching at least one turn's markers: turns 1–99, then 100–199,
+// 200–299, ... A marker is <sid>t<turn>[r<retry>]c<call>.
+func markerGlobs(sid string, upto int) []string {
+	if upto < 1 {
+		return nil
+	}
+	// Digits, not "?": a retry's r must not stand in for one.
+	const d = "[0-9]"
+	first := ".m/" + sid + "t" + d + "[cr]*"
+	if upto >= 10 {
+		first += " .m/" + sid + "t" + d + d + "[cr]*"
+	}
+	out := []string{first}
+	for h := 1; h <= upto/100; h++ {
+		out = append(out, ".m/"+sid+"t"+strconv.Itoa(h)+d+d+"[cr]*")
+	}
+	return out
+}
+
+// forkMarkerRead lists the fork checks' markers in a workspace: in the
+// parent's there must be none (find exits 0 either way).
+const forkMarkerRead = "find .m -name 'f*'"
+
+// forkMarkerRe is a fork check's marker as forkMarkerRead prints it.
+var forkMarkerRe = regexp.MustCompile(`\.m/(f\d+(?:r\d+)?c\d+)`)
+
+// ranOn reports whether a pwd's tool result shows the docker backend's
+// workdir (docker) or a directory under the stack's local roots (local).
+func ranOn(result, backend, localRoot string) bool {
+	if !completedResult(result) {
+		return false
+	}
+	for line := range strings.SplitSeq(result, "\n") {
+		line = strings.TrimSpace(line)
+		switch backend {
+		case "docker":
+			if line == "/workspace" {
+				return true
+			}
+		case "local":
+			if localRoot != "" && strings.HasPrefix(line, localRoot+"/") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// SoakReport is what the soak found besides the other modes' counts.
+type SoakReport struct {
+	// Turns is how many turns were asked for, Done how many ran; Stopped
+	// says why the soak ended early ("" if it did not).
+	Turns, Done int
+	Stopped     string
+	// Forks were asked for; ForksChecked saw the parent's last completed
+	// change in their workspace. ForksMissing did not (must be 0);
+	// ForkLeaks are fork markers found in the parent's workspace at the
+	// end (must be 0).
+	Forks, ForksChecked, ForksMissing, ForkLeaks int
+	// Switches were asked for; SwitchesConfirmed were followed by a turn
+	// whose pwd showed the new backend. SwitchesMissed were refused, or
+	// their next turn ran elsewhere (must be 0).
+	Switches, SwitchesConfirmed, SwitchesMissed int
+	// CommandsTwice: a /fork or /backend carried out more than once: more
+	// fork threads, or more replies saying so, than were asked for
+	// (must be 0).
+	CommandsTwice int
+	// HistoryRuns is the history size of each run of the session, oldest
+	// first (each continue-as-new starts a run); HistoryLimit the workers'
+	// limit. A run over twice the limit is unbounded (must not happen).
+	HistoryRuns  []int64
+	HistoryLimit int64
+	HistoryErr   string
+	// Memory is each worker and bot process's resident size, sampled
+	// every SampleEvery turns.
+	Memory      map[string][]MemSample
+	SampleEvery int
+
+	problems []string
+}
+
+// memGrowthLimit is the growth, in MB per 100 turns over the second half
+// of the soak, above which a process's memory counts as growing, when the
+// rise it adds up to over that half also passes memRiseLimit (a Go
+// process's resident size moves by a few MB with every collection, so a
+// short soak's slope alone is noise).
+const (
+	memGrowthLimit = 2.0
+	memRiseLimit   = 8.0
+)
+
+// MemoryTrend summarises a process's samples: first, last and largest
+// (bytes), and the least-squares slope of the second half of the samples
+// in MB per 100 turns. Verdict is "stable", "growing", or "too few
+// samples" (fewer than 4 in the second half).
+type MemoryTrend struct {
+	First, Last, Max int64
+	Slope            float64
+	Verdict          string
+}
+
+func memoryTrend(samples []MemSample) MemoryTrend {
+	var t MemoryTrend
+	if len(samples) == 0 {
+		t.Verdict = "no samples"
+		return t
+	}
+	t.First, t.Last = samples[0].Bytes, samples[len(samples)-1].Bytes
+	for _, s := range samples {
+		t.Max = max(t.Max, s.Bytes)
+	}
+	half := samples[len(samples)/2:]
+	if len(half) < 4 {
+		t.Verdict = "too few samples"
+		return t
+	}
+	var sx, sy, sxx, sxy float64
+	for _, s := range half {
+		x, y := float64(s.Turn), float64(s.Bytes)/(1<<20)
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	n := float64(len(half))
+	den := n*sxx - sx*sx
+	if den == 0 {
+		t.Verdict = "too few samples"
+		return t
+	}
+	t.Slope = (n*sxy - sx*sy) / den * 100
+	span := float64(half[len(half)-1].Turn - half[0].Turn)
+	t.Verdict = "stable"
+	if t.Slope > memGrowthLimit && t.Slope*span/100 > memRiseLimit {
+		t.Verdict = "growing"
+	}
+	return t
+}
+
+// historyOver counts the runs whose history passed twice the limit: the
+// limit is checked between turns, so a run ends a turn's history past it,
+// never twice over.
+func historyOver(runs []int64, limit int64) int {
+	n := 0
+	for _, r := range runs {
+		if limit > 0 && r > 2*limit {
+			n++
+		}
+	}
+	return n
+}
+
+// checkSoak counts the soak's findings from the fakes' records: the
+// thread's messages and the tool results the model was sent (called by
+// check, with w.mu held).
+func (w *workload) checkSoak(s *stack, sn fakeslack.Snapshot) *SoakReport {
+	st := w.soak
+	r := &SoakReport{Turns: w.cfg.Turns, Done: st.done, Stopped: st.stopped, SampleEvery: w.cfg.Soak.SampleEvery,
+		HistoryLimit: int64(w.cfg.HistoryLimit), Memory: st.memory}
+	bad := func(format string, args ...any) { r.problems = append(r.problems, fmt.Sprintf(format, args...)) }
+
+	// Forks: each check's cat of the parent's marker.
+	r.Forks = len(st.forks)
+	for _, f := range st.forks {
+		res := w.results[f.Token+"c1"]
+		if f.Outcome == "answered" && completedResult(res) && hasLine(res, f.Marker) {
+			r.ForksChecked++
+			continue
+		}
+		r.ForksMissing++
+		bad("fork %s (thread %s): its check %s was %q; the parent's marker %s read %.200q", f.ID, f.Thread, f.Token, f.Outcome, f.Marker, res)
+	}
+	if out, ok := w.verified[st.sid]; ok {
+		for _, m := range forkMarkerRe.FindAllStringSubmatch(out, -1) {
+			r.ForkLeaks++
+			bad("fork marker %s is in the parent's workspace", m[1])
+		}
+	}
+
+	// Switches: the reply, then the pwd of the turn after it.
+	r.Switches = len(st.switches)
+	for _, sw := range st.switches {
+		if !switchStarted(sw.Reply) {
+			r.SwitchesMissed++
+			bad("/backend %s before turn %d: the reply was %.200q", sw.To, sw.Turn, sw.Reply)
+			continue
+		}
+		var res string
+		for _, t := range w.turns {
+			if t.Session == st.sid && t.Turn == fmt.Sprintf("t%d", sw.Turn) && t.On == sw.To {
+				tok := t.Turn
+				if t.Retries > 0 {
+					tok = fmt.Sprintf("%sr%d", t.Turn, t.Retries)
+				}
+				res = w.results[st.sid+tok+"w"]
+			}
+		}
+		if ranOn(res, sw.To, s.dir) {
+			r.SwitchesConfirmed++
+			continue
+		}
+		r.SwitchesMissed++
+		bad("/backend %s before turn %d: that turn's pwd read %.200q", sw.To, sw.Turn, res)
+	}
+
+	// Commands carried out twice: fork threads and replies beyond those
+	// asked for.
+	asked := map[string]int{}
+	for _, f := range st.forks {
+		if f.Asked != "" {
+			asked["fork"]++
+		}
+	}
+	for _, sw := range st.switches {
+		if sw.Asked != "" {
+			asked[sw.To]++
+		}
+	}
+	replies := map[string]int{}
+	for _, m := range botMessagesSince(sn, st.thread, "") {
+		text := messageText(m)
+		switch {
+		case strings.Contains(text, "Forked at turn"):
+			replies["fork"]++
+		case strings.Contains(text, "already is"):
+			replies["again"]++
+		case switchStarted(text) && strings.Contains(text, "to **docker**"), switchStarted(text) && strings.Contains(text, "to *docker*"):
+			replies["docker"]++
+		case switchStarted(text):
+			replies["local"]++
+		}
+	}
+	roots := 0
+	if st.thread != "" {
+		roots = len(forkRoots(sn, st.thread))
+	}
+	extra := max(roots-asked["fork"], replies["fork"]-asked["fork"], 0) +
+		max(replies["docker"]-asked["docker"], 0) + max(replies["local"]-asked["local"], 0) + replies["again"]
+	if extra > 0 {
+		r.CommandsTwice = extra
+		bad("commands carried out more often than asked: %d fork threads and %d fork replies for %d /fork, %d and %d switch replies for %d /backend docker and %d /backend local, %d \"already is\" replies",
+			roots, replies["fork"], asked["fork"], replies["docker"], replies["local"], asked["docker"], asked["local"], replies["again"])
+	}
+	return r
+}
+
+// hasLine reports whether text has a line that is exactly want.
+func hasLine(text, want string) bool {
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.TrimSpace(line) == want {
+			return true
+		}
+	}
+	return false
+}
+
+// soakHistory reads the size of every run of the session's history from
+// the server: each continue-as-new closes a run and starts the next.
+func (w *workload) soakHistory(ctx context.Context, s *stack, r *SoakReport) {
+	if r == nil {
+		return
+	}
+	w.mu.Lock()
+	thread := w.soak.thread
+	w.mu.Unlock()
+	if thread == "" {
+		r.HistoryErr = "the session never started"
+		return
+	}
+	id := chat.Thread{Platform: slack.Platform, Workspace: s.slack.Options().TeamID, Channel: channel, Thread: thread}.ID()
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	runs, err := s.runHistories(hctx, id)
+	if err != nil {
+		r.HistoryErr = err.Error()
+		return
+	}
+	r.HistoryRuns = runs
+}
+
+// runHistories is the history size of every run of workflow id, oldest
+// first.
+func (s *stack) runHistories(ctx context.Context, id string) ([]int64, error) {
+	type run struct {
+		start time.Time
+		size  int64
+	}
+	var runs []run
+	var token []byte
+	for {
+		resp, err := s.cl.WorkflowService().ListWorkflowExecutions(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: s.ns, PageSize: 1000, NextPageToken: token, Query: fmt.Sprintf("WorkflowId = '%s'", id)})
+		if err != nil {
+			return nil, fmt.Errorf("list the runs of %s: %w", id, err)
+		}
+		for _, e := range resp.Executions {
+			d, err := s.cl.DescribeWorkflowExecution(ctx, id, e.GetExecution().GetRunId())
+			if err != nil {
+				return nil, fmt.Errorf("describe run %s of %s: %w", e.GetExecution().GetRunId(), id, err)
+			}
+			runs = append(runs, run{e.GetStartTime().AsTime(), d.GetWorkflowExecutionInfo().GetHistorySizeBytes()})
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			break
+		}
+	}
+	slices.SortFunc(runs, func(a, b run) int { return a.start.Compare(b.start) })
+	out := make([]int64, len(runs))
+	for i, r := range runs {
+		out[i] = r.size
+	}
+	return out, nil
+}
+
+func (r *SoakReport) failures() []string {
+	var out []string
+	check := func(name string, n int) {
+		if n != 0 {
+			out = append(out, fmt.Sprintf("%s: %d", name, n))
+		}
+	}
+	check("forks without the parent's last change", r.ForksMissing)
+	check("fork changes in the parent's workspace", r.ForkLeaks)
+	check("backend switches not in effect", r.SwitchesMissed)
+	check("commands carried out twice", r.CommandsTwice)
+	check("session runs with a history over twice the limit", historyOver(r.HistoryRuns, r.HistoryLimit))
+	if r.HistoryErr != "" {
+		out = append(out, "history sizes unread: "+r.HistoryErr)
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Memory)) {
+		if memoryTrend(r.Memory[name]).Verdict == "growing" {
+			out = append(out, name+": memory growing")
+		}
+	}
+	return out
+}
+
+// markdown renders the soak's own rows and its memory table.
+func (r *SoakReport) markdown(b *strings.Builder) {
+	row := func(k string, v any) { fmt.Fprintf(b, "| %s | %v |\n", k, v) }
+	done := fmt.Sprintf("%d of %d", r.Done, r.Turns)
+	if r.Stopped != "" {
+		done += " (" + r.Stopped + ")"
+	}
+	row("soak: turns run", done)
+	row("forks (asked / saw the parent's last change)", fmt.Sprintf("%d / %d", r.Forks, r.ForksChecked))
+	row("forks without the parent's change / fork changes in the parent (must be 0)", fmt.Sprintf("%d / %d", r.ForksMissing, r.ForkLeaks))
+	row("backend switches (asked / the next turn ran there)", fmt.Sprintf("%d / %d", r.Switches, r.SwitchesConfirmed))
+	row("switches not in effect (must be 0)", r.SwitchesMissed)
+	row("/fork or /backend carried out twice (must be 0)", r.CommandsTwice)
+	if r.HistoryErr != "" {
+		row("session runs", "unread: "+r.HistoryErr)
+	} else {
+		var biggest, sum int64
+		for _, h := range r.HistoryRuns {
+			biggest, sum = max(biggest, h), sum+h
+		}
+		row("session runs (continue-as-new) / largest run's history / limit", fmt.Sprintf("%d / %d KB / %d KB (all runs together: %d KB)",
+			len(r.HistoryRuns), biggest>>10, r.HistoryLimit>>10, sum>>10))
+		row("runs over twice the limit (must be 0)", historyOver(r.HistoryRuns, r.HistoryLimit))
+	}
+	fmt.Fprintf(b, "\nResident memory, sampled every %d turns (growth: the least-squares slope of the second half of the samples):\n\n", r.SampleEvery)
+	fmt.Fprintf(b, "| process | samples | first | last | max | growth, MB per 100 turns | verdict |\n|---|---|---|---|---|---|---|\n")
+	for _, name := range slices.Sorted(maps.Keys(r.Memory)) {
+		s := r.Memory[name]
+		t := memoryTrend(s)
+		fmt.Fprintf(b, "| %s | %d | %.1f MB | %.1f MB | %.1f MB | %+.2f | %s |\n", name, len(s), mb(t.First), mb(t.Last), mb(t.Max), t.Slope, t.Verdict)
+	}
+}
+
+func mb(n int64) float64 { return math.Round(float64(n)/(1<<20)*10) / 10 }
