@@ -69,13 +69,22 @@ func (m *meteredSessions) stateLocked(id string) *meterState {
 
 func (m *meteredSessions) Send(ctx context.Context, start session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
 	resp, err := m.Sessions.Send(ctx, start, req)
-	if err == nil && !resp.Duplicate && resp.Turn > 0 {
-		m.mu.Lock()
-		st := m.stateLocked(start.Location.ID())
-		if st.expectFrom == 0 || resp.Turn < st.expectFrom {
-			st.expectFrom = resp.Turn
+	if err != nil {
+		return resp, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.stateLocked(start.Location.ID())
+	if !resp.Duplicate && resp.Turn > 0 && (st.expectFrom == 0 || resp.Turn < st.expectFrom) {
+		st.expectFrom = resp.Turn
+	}
+	if resp.Watch != nil {
+		// The lease came with the message: the watcher will not claim it
+		// (see ClaimWatch below).
+		st.held = resp.Watch.Granted
+		if st.held {
+			st.count()
 		}
-		m.mu.Unlock()
 	}
 	return resp, err
 }

@@ -152,3 +152,29 @@ func TestMeterSkipsTurnsItDidNotSee(t *testing.T) {
 	d.want("a stopped turn", 1, "sandbot_turns_total", "outcome", metrics.TurnStopped)
 	d.want("a stopped turn", 0, "sandbot_turns_total", "outcome", metrics.TurnComplete)
 }
+
+// The watch lease granted with the message counts as held: the watcher
+// does not claim it again, and its turn is counted all the same (the
+// metrics end-to-end test caught none counted).
+func TestMeterCountsUnderTheLeaseFromTheMessage(t *testing.T) {
+	ctx := context.Background()
+	fake := &chattest.Sessions{SendFn: func(_ session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
+		return session.MessageResponse{Turn: 1, Watch: &session.ClaimWatchResponse{Granted: true, Holder: req.Watch.Claimer}}, nil
+	}}
+	s := chat.MeterSessions(fake)
+	d := newMeterDelta(t)
+	th := meterThread("leased")
+	id := th.ID()
+	if _, err := s.Send(ctx, session.SessionInput{Location: th, Owner: alice},
+		session.MessageRequest{EventID: "e1", User: alice, Text: "go", Watch: &session.WatchClaim{Claimer: "r1", For: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	fake.TurnStateFn = func(string) (session.TurnState, error) {
+		return session.TurnState{Turn: 1, Status: session.StatusComplete, ToolCalls: []session.ToolCallState{{CallID: "c1", Status: session.CallCompleted}}}, nil
+	}
+	if _, err := s.TurnState(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	d.want("turns", 1, "sandbot_turns_total", "outcome", metrics.TurnComplete)
+	d.want("calls", 1, "sandbot_tool_calls_total", "status", "completed")
+}

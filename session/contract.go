@@ -151,7 +151,12 @@ type MessageRequest struct {
 	// Watch asks for the session's watch lease with the message (see
 	// ClaimWatchRequest): the bot that sends a message watches its turn,
 	// and one update instead of two keeps a workflow task out of the turn.
-	// The message is taken whether the lease is granted or not.
+	// The message is taken whether the lease is granted or not. Not
+	// signed, like Ref: a worker of an older build verifies the message's
+	// signature without knowing this field (a signed claim failed every
+	// new bot's message to an old worker in the rolling-upgrade test), and
+	// all it can do is decide which bot replica draws the turn's card for
+	// at most WatchLeaseMax.
 	Watch *WatchClaim `json:"watch,omitempty"`
 	// Auth is the bot's signature (see Signature).
 	Auth Signature `json:"auth,omitzero"`

@@ -109,9 +109,6 @@ func (r *MessageRequest) signedFields() []string {
 	if r.Model != "" {
 		f = append(f, "model:"+r.Model)
 	}
-	if r.Watch != nil {
-		f = append(f, "watch:"+r.Watch.Claimer, r.Watch.For.String())
-	}
 	if r.Context != "" {
 		f = append(f, "context:"+r.Context)
 	}
