@@ -98,7 +98,8 @@ func command(t *testing.T, st fakeopenai.Step) (id, cmd string) {
 
 // TestVerifyReadsInChunks: "upto=N" reads the markers chunk by chunk, a
 // chunk whose read was interrupted again, then the fork markers, and
-// records what every completed read printed; the plain verify is one cat.
+// records what every completed read printed when it arrived (later
+// requests may carry it elided); the plain verify is one cat.
 func TestVerifyReadsInChunks(t *testing.T) {
 	w := newWorkload(Config{})
 	msgs := []fakeopenai.ChatMessage{user("earlier"), user("chaos verify s01 upto=150")}
@@ -112,6 +113,9 @@ func TestVerifyReadsInChunks(t *testing.T) {
 		}
 		msgs = append(msgs, fakeopenai.ChatMessage{Role: "assistant"}, toolResult(id, results[i]))
 	}
+	// A full context elides older tool results (head and tail kept): the
+	// chunk counts as it first arrived.
+	msgs[3].Content = "s01t…[3 bytes elided]…: 0"
 	if st := w.respond(request(msgs...)); st.Content != "chaos verified s01" {
 		t.Fatalf("after the last chunk: %+v", st)
 	}

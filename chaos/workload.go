@@ -204,11 +204,17 @@ func (w *workload) respond(req fakeopenai.RecordedRequest) fakeopenai.Step {
 			}
 			// Only a read that ran to its end counts: a worker killed
 			// during the cat reports the call interrupted, so the same
-			// chunk is read again (five times more at most).
+			// chunk is read again (five times more at most). Each read
+			// as it first reached the model, when it was the newest tool
+			// result: a full context elides older ones (head and tail
+			// kept), which dropped the middle of every chunk.
 			var done []string
 			for _, t := range tools {
-				if completedResult(t.Content) {
-					done = append(done, t.Content)
+				w.mu.Lock()
+				res := w.results[t.ToolCallID]
+				w.mu.Unlock()
+				if completedResult(res) {
+					done = append(done, res)
 				}
 			}
 			if len(done) < len(reads) && len(tools) < len(reads)+5 {
