@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,16 +27,7 @@ import (
 func TestExecRunsCommandsInOrderAndHeartbeats(t *testing.T) {
 	sandbox.BeatAtOnce(t)
 	f := newFixture(t)
-	var mu sync.Mutex
-	var beats []sandbox.ExecProgress
-	f.env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
-		var p sandbox.ExecProgress
-		if details.HasValues() && details.Get(&p) == nil {
-			mu.Lock()
-			beats = append(beats, p)
-			mu.Unlock()
-		}
-	})
+	beats := recordBeats(f)
 	h := f.ensure(t, sandbox.EnsureRequest{SessionID: "s", Backend: local.Name}).Handle
 	req := sandbox.ExecRequest{Handle: h, CallID: "call-1", Commands: []string{
 		"echo one > order",
@@ -62,10 +54,8 @@ func TestExecRunsCommandsInOrderAndHeartbeats(t *testing.T) {
 			t.Errorf("result %d = %+v", i, cr)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(beats) == 0 || beats[0].CallID != "call-1" {
-		t.Errorf("no heartbeat with progress details was recorded: %+v", beats)
+	if b := beats(); len(b) == 0 || b[0].CallID != "call-1" {
+		t.Errorf("no heartbeat with progress details was recorded: %+v", b)
 	}
 }
 
@@ -286,6 +276,26 @@ func TestExecStopKillsRunningCommandAndSkipsTheRest(t *testing.T) {
 // its progress.
 func TestExecHeartbeatsOnlyOnceItOutlastsTheInterval(t *testing.T) {
 	f := newFixture(t)
+	beats := recordBeats(f)
+	h := f.ensure(t, sandbox.EnsureRequest{SessionID: "s", Backend: local.Name}).Handle
+	if _, err := run[sandbox.ExecResult](f.env, f.acts.Exec, sandbox.ExecRequest{Handle: h, CallID: "quick", Commands: []string{"true"}}); err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if n := len(beats()); n != 0 {
+		t.Fatalf("a quick command sent %d heartbeats, want none", n)
+	}
+	slow := fmt.Sprintf("sleep %.1f", (sandbox.HeartbeatEvery + 500*time.Millisecond).Seconds())
+	if _, err := run[sandbox.ExecResult](f.env, f.acts.Exec, sandbox.ExecRequest{Handle: h, CallID: "slow", Commands: []string{"echo first", slow}}); err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if b := beats(); len(b) == 0 || b[0].CallID != "slow" || b[0].Started != 1 || len(b[0].Results) != 1 {
+		t.Fatalf("a command outlasting the interval: beats %+v, want one carrying the first command's result and the second's start", b)
+	}
+}
+
+// recordBeats records the progress details of every heartbeat f's
+// activities send; the returned function reads what was recorded so far.
+func recordBeats(f *fixture) func() []sandbox.ExecProgress {
 	var mu sync.Mutex
 	var beats []sandbox.ExecProgress
 	f.env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
@@ -296,21 +306,9 @@ func TestExecHeartbeatsOnlyOnceItOutlastsTheInterval(t *testing.T) {
 			mu.Unlock()
 		}
 	})
-	h := f.ensure(t, sandbox.EnsureRequest{SessionID: "s", Backend: local.Name}).Handle
-	count := func() int { mu.Lock(); defer mu.Unlock(); return len(beats) }
-	if _, err := run[sandbox.ExecResult](f.env, f.acts.Exec, sandbox.ExecRequest{Handle: h, CallID: "quick", Commands: []string{"true"}}); err != nil {
-		t.Fatalf("Exec: %v", err)
-	}
-	if n := count(); n != 0 {
-		t.Fatalf("a quick command sent %d heartbeats, want none", n)
-	}
-	slow := fmt.Sprintf("sleep %.1f", (sandbox.HeartbeatEvery + 500*time.Millisecond).Seconds())
-	if _, err := run[sandbox.ExecResult](f.env, f.acts.Exec, sandbox.ExecRequest{Handle: h, CallID: "slow", Commands: []string{"echo first", slow}}); err != nil {
-		t.Fatalf("Exec: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(beats) == 0 || beats[0].CallID != "slow" || beats[0].Started != 1 || len(beats[0].Results) != 1 {
-		t.Fatalf("a command outlasting the interval: beats %+v, want one carrying the first command's result and the second's start", beats)
+	return func() []sandbox.ExecProgress {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(beats)
 	}
 }
