@@ -42,10 +42,7 @@ func (w *watcher) newView(ts session.TurnState) *view {
 		// (the chaos suite saw a takeover edit 0.1 s after the old
 		// holder's paced edit). Start with the burst spent, here and in
 		// an adapter that paces messages itself.
-		now := w.cfg.Clock.Now()
-		for range max(b.EditBurst, 1) {
-			v.pace.Spend(now)
-		}
+		v.pace = pace.NewSpentBucket(b.MinEditInterval, b.EditBurst, w.cfg.Clock.Now())
 		if tp, ok := w.p.(TakeoverPacer); ok {
 			tp.TookOver(w.th, v.ref)
 		}

@@ -138,11 +138,7 @@ func newEditPacer(interval time.Duration, burst int) *editPacer {
 func (p *editPacer) bucketLocked(key string) pace.Bucket {
 	b, ok := p.paces[key]
 	if !ok {
-		b = pace.NewBucket(p.interval, p.burst)
-		now := time.Now()
-		for range p.burst {
-			b.Spend(now)
-		}
+		b = pace.NewSpentBucket(p.interval, p.burst, time.Now())
 		p.paces[key] = b
 	}
 	return b

@@ -27,6 +27,15 @@ func NewBucket(interval time.Duration, burst int) Bucket {
 	return Bucket{interval: interval, burst: max(burst, 1)}
 }
 
+// NewSpentBucket returns a bucket whose every token was spent at now: for
+// a message someone else may have just edited, burst and all, so the
+// next event waits one interval and the burst comes back as it refills.
+func NewSpentBucket(interval time.Duration, burst int, now time.Time) Bucket {
+	b := NewBucket(interval, burst)
+	b.full = now.Add(time.Duration(b.burst) * b.interval)
+	return b
+}
+
 // Next is the earliest time the next event may happen: when at least one
 // token is back. It is the zero time for a full bucket.
 func (b *Bucket) Next() time.Time {

@@ -65,3 +65,19 @@ func TestBucketSpendEarlyPushesOut(t *testing.T) {
 		t.Fatalf("Next = +%v, want +2s", got)
 	}
 }
+
+// A spent bucket is what spending the whole burst at once leaves.
+func TestNewSpentBucket(t *testing.T) {
+	now := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	spent := NewSpentBucket(time.Second, 4, now)
+	b := NewBucket(time.Second, 4)
+	for range 4 {
+		b.Spend(now)
+	}
+	if spent != b {
+		t.Fatalf("NewSpentBucket = %+v, spending the burst gives %+v", spent, b)
+	}
+	if w := spent.Wait(now); w != time.Second {
+		t.Fatalf("the next event waits %v, want one interval", w)
+	}
+}
