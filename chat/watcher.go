@@ -19,8 +19,6 @@ const (
 	notStartedTimeout = 10 * time.Minute
 	// errorGiveUp ends a watcher after this long without a good poll.
 	errorGiveUp = 2 * time.Minute
-	// maxCatchUp bounds how many unseen turns' answers one watcher posts.
-	maxCatchUp = 3
 )
 
 // turnFeed is what a watcher needs from the session workflows: read the

@@ -487,39 +487,44 @@ func (w *watcher) missed(ctx context.Context, v *view, next session.TurnState) {
 	w.markMessages(ctx, st)
 }
 
-// catchUp posts the answers of turns [from, to) that this watcher never
-// saw running, taken from the transcript (at most maxCatchUp of them).
-// The turn just before the current one is claimed first and its post
-// recorded, as a watched turn's answer is: another replica may have posted
-// it and recorded it after the next turn began, and must not be repeated.
-// Older turns keep no claim, so their answers are posted unclaimed.
+// catchUp posts the answer of a turn in [from, to) that this watcher never
+// saw end, taken from the transcript, when that turn is the one just before
+// the current one: the answer is claimed first and its post recorded, as a
+// watched turn's answer is, since another replica may have watched the turn
+// and posted it. Older turns are left alone: the session keeps the claim
+// of the current turn and the one before only, and the soak (400 turns, no
+// faults) posted two answers twice when they were posted unclaimed — by a
+// watcher that had stood by while another replica answered two turns, then
+// got the lease and caught up. An answer posted twice breaks the product's
+// promise; one left unposted because its holder died and two more turns
+// began is the lesser failure (the session's AwaitingPost index covers a
+// holder dying before the next turn starts).
 func (w *watcher) catchUp(ctx context.Context, from, to, current int) {
-	from = max(from, to-maxCatchUp)
-	if from >= to {
+	t := current - 1
+	if from < t {
+		w.log.Warn("watcher: answers of turns two or more back are not posted: the session keeps no claim for them and another replica may have posted them",
+			"from", from, "to", min(to, t), "session_turn", current)
+	}
+	if t < from || t >= to {
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	hist, err := w.feed.History(cctx, w.id, session.HistoryRequest{Last: 100})
 	cancel()
 	if err != nil {
-		w.log.Warn("watcher: history for unseen turns", "from", from, "to", to, "err", err)
+		w.log.Warn("watcher: history for an unseen turn end", "turn", t, "err", err)
 		return
 	}
-	for t := from; t < to; t++ {
-		text := lastAnswer(hist, t)
-		claimed := t == current-1
-		if text == "" || (claimed && !w.claim(ctx, t)) || !w.limit(ctx) {
-			continue
-		}
-		ref, err := w.p.PostText(ctx, w.th, text)
-		if err != nil {
-			w.log.Error("watcher: post answer of unseen turn", "turn", t, "err", err)
-			continue
-		}
-		if claimed {
-			w.record(ctx, t, "final", ref)
-		}
+	text := lastAnswer(hist, t)
+	if text == "" || !w.claim(ctx, t) || !w.limit(ctx) {
+		return
 	}
+	ref, err := w.p.PostText(ctx, w.th, text)
+	if err != nil {
+		w.log.Error("watcher: post answer of unseen turn", "turn", t, "err", err)
+		return
+	}
+	w.record(ctx, t, "final", ref)
 }
 
 // lastAnswer is the last plain assistant message of turn t.
