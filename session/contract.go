@@ -14,6 +14,7 @@ package session
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -292,8 +293,8 @@ type SetBackendResponse struct {
 // second final answer.
 type ChatRefRequest struct {
 	Turn int `json:"turn"`
-	// Kind is "status", "final", ChatRefApprovalNotice or
-	// ChatRefSharedFile.
+	// Kind is ChatRefStatus ("status"), "final", ChatRefApprovalNotice
+	// or ChatRefSharedFile.
 	Kind string `json:"kind"`
 	Ref  string `json:"ref"`
 	// Auth is the bot's signature (see Signature).
@@ -308,6 +309,51 @@ const ChatRefApprovalNotice = "approval_notice"
 // record for the same turn: another replica told the approvers, so the
 // refused one must not post.
 const NoticeRecordedAlready = "approvers told already"
+
+// ChatRefStatus is the ChatRefRequest kind of a turn's status card. The
+// session keeps the first one recorded for a turn: a replica that posted a
+// card and was held up recording it past its watch lease (a Temporal
+// restart on a loaded machine) may find that the replica which took the
+// watch over posted and recorded a card of its own meanwhile. A second
+// record with another ref is refused (CardRecordedAlready), so every
+// replica agrees on one card; the refused one deletes its own card and
+// edits the recorded one from then on.
+const ChatRefStatus = "status"
+
+// CardRecordedAlready starts the refusal of a ChatRefStatus record for a
+// turn whose card was recorded first with another ref. The refusal names
+// that ref (CardRefusal, RecordedCard), so the refused replica can adopt
+// it without another query.
+const CardRecordedAlready = "card recorded already"
+
+// CardRefusal is the text of the refusal of a card record for turn, whose
+// recorded card is ref.
+func CardRefusal(turn int, ref string) string {
+	return fmt.Sprintf("%s %q: turn %d's status card was recorded first; delete yours and edit that one", CardRecordedAlready, ref, turn)
+}
+
+// RecordedCard reads the recorded card's ref out of an error that carries
+// a CardRefusal (wrapped in any way that keeps its text). ok is false for
+// any other error.
+func RecordedCard(err error) (ref string, ok bool) {
+	if err == nil {
+		return "", false
+	}
+	msg := err.Error()
+	i := strings.Index(msg, CardRecordedAlready+" ")
+	if i < 0 {
+		return "", false
+	}
+	q, qerr := strconv.QuotedPrefix(msg[i+len(CardRecordedAlready)+1:])
+	if qerr != nil {
+		return "", false
+	}
+	ref, qerr = strconv.Unquote(q)
+	if qerr != nil || ref == "" {
+		return "", false
+	}
+	return ref, true
+}
 
 // ChatRefResponse is empty.
 type ChatRefResponse struct{}

@@ -237,8 +237,8 @@ func (s *sessionRun) requestDestroy(u session.User) {
 }
 
 func (s *sessionRun) validateChatRef(ctx workflow.Context, req session.ChatRefRequest) error {
-	if req.Kind != "status" && req.Kind != "final" && req.Kind != session.ChatRefApprovalNotice && req.Kind != session.ChatRefSharedFile {
-		return fmt.Errorf("chat ref kind %q is unknown; use \"status\", \"final\", %q or %q", req.Kind, session.ChatRefApprovalNotice, session.ChatRefSharedFile)
+	if req.Kind != session.ChatRefStatus && req.Kind != "final" && req.Kind != session.ChatRefApprovalNotice && req.Kind != session.ChatRefSharedFile {
+		return fmt.Errorf("chat ref kind %q is unknown; use %q, \"final\", %q or %q", req.Kind, session.ChatRefStatus, session.ChatRefApprovalNotice, session.ChatRefSharedFile)
 	}
 	if req.Ref == "" {
 		return fmt.Errorf("chat ref is empty")
@@ -259,6 +259,17 @@ func (s *sessionRun) validateChatRef(ctx workflow.Context, req session.ChatRefRe
 		// run one at a time, so exactly one record is accepted per turn.
 		return fmt.Errorf("%s: turn %d's approvers were told already (%s)", session.NoticeRecordedAlready, req.Turn, s.st.Last.ApprovalNoticed)
 	}
+	if req.Kind == session.ChatRefStatus && s.st.Last.StatusRef != "" && s.st.Last.StatusRef != req.Ref {
+		// The first card recorded for a turn is the turn's card. A
+		// replica held up recording its card past its watch lease finds
+		// the card of the replica that took the watch over recorded
+		// meanwhile (or the other way round); the chaos suite's long mode
+		// saw calls shown on two cards. Refused here, like a second
+		// approval notice, so the history keeps no trace; the refusal
+		// names the recorded card for the refused replica to adopt. The
+		// same ref again (a retried record) is accepted.
+		return errors.New(session.CardRefusal(req.Turn, s.st.Last.StatusRef))
+	}
 	return nil
 }
 
@@ -266,7 +277,7 @@ func (s *sessionRun) validateChatRef(ctx workflow.Context, req session.ChatRefRe
 // the reference is bookkeeping for the bot, not something to re-render.
 func (s *sessionRun) onChatRef(ctx workflow.Context, req session.ChatRefRequest) (session.ChatRefResponse, error) {
 	switch req.Kind {
-	case "status":
+	case session.ChatRefStatus:
 		s.st.Last.StatusRef = req.Ref
 	case session.ChatRefApprovalNotice:
 		s.st.Last.ApprovalNoticed = req.Ref

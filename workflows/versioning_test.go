@@ -301,6 +301,43 @@ func TestApprovalNoticeRecordedOncePerTurn(t *testing.T) {
 	}
 }
 
+// Two bot replicas around a watch takeover both post a status card for a
+// turn (the first was held up recording its ref past its lease): the
+// session keeps the first card recorded, accepts that ref again (a retried
+// record), and refuses the other with a refusal naming the recorded card,
+// so the refused replica deletes its own and adopts it (the chaos suite's
+// long mode saw calls shown on two cards).
+func TestFirstCardRecordedWins(t *testing.T) {
+	h := newHarness(t, shellCall("c1", "rm -rf build"), final("done"))
+	h.at(0, func() { h.send("e1", "clean") })
+	var errs []error
+	record := func(ref string) func() {
+		return func() {
+			h.update(session.UpdateChatRef, session.ChatRefRequest{Turn: 1, Kind: session.ChatRefStatus, Ref: ref}, func(_ any, err error) { errs = append(errs, err) })
+		}
+	}
+	h.at(time.Second, record("m-b"))
+	h.at(2*time.Second, record("m-a"))
+	h.at(3*time.Second, record("m-b"))
+	var mid session.TurnState
+	h.at(4*time.Second, func() { mid = h.state() })
+	h.at(5*time.Second, func() {
+		h.update(session.UpdateApprove, session.ApproveRequest{CallID: "c1", Decision: session.DecisionApprove, User: owner}, nil)
+	})
+	h.destroyAt(time.Hour)
+	h.run(h.input(session.ApproveUnlessReadOnly))
+
+	if mid.StatusRef != "m-b" {
+		t.Fatalf("turn 1's card is %q, want the first recorded, m-b", mid.StatusRef)
+	}
+	if len(errs) != 3 || errs[0] != nil || errs[2] != nil {
+		t.Fatalf("record results %v: want the first and its retry accepted", errs)
+	}
+	if ref, ok := session.RecordedCard(errs[1]); !ok || ref != "m-b" {
+		t.Fatalf("second card's record: %v, want refused naming m-b (%q)", errs[1], session.CardRecordedAlready)
+	}
+}
+
 // A message may carry a watch lease claim: granted as claim_watch would
 // (to its sender while nobody else's lease runs), refused while another
 // replica's runs, ignored when malformed; the message is taken either way.
