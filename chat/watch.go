@@ -77,11 +77,28 @@ func (ws *watchers) watchHeld(p Poster, th Thread, turn int, fresh bool, asked t
 // (and w did not give up), in which case it says which one to follow.
 // Holding ws.mu makes "no more turns" and "gone from the map" one step, so
 // a watch racing the end starts a new watcher instead of being lost.
+//
+// w gives its watch lease up while it is still the session's watcher here:
+// a message this replica sends meanwhile raises w's goal, and w goes on,
+// claiming the lease again. Were w gone from the map first, that message
+// would start a second watcher, granted the lease with the message (a
+// renewal: the same replica holds it), which w's release then cleared: the
+// new watcher went on as the holder of a lease nobody held, another replica
+// took it, and both drew the turn (the soak's bots logged "lost the watch
+// lease; standing by" with no holder every few minutes).
 func (ws *watchers) release(w *watcher, last int, ok bool) (next int, more bool) {
 	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if goal := w.goal(); ok && goal > last && !ws.closed {
+	goal := w.goal()
+	if ok && goal > last && !ws.closed {
+		ws.mu.Unlock()
 		return goal, true
+	}
+	ws.mu.Unlock()
+	w.releaseLease(ws.ctx)
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if g := w.goal(); g > goal && !ws.closed {
+		return g, true
 	}
 	delete(ws.m, w.id)
 	return 0, false

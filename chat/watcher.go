@@ -137,13 +137,12 @@ func (w *watcher) poke() {
 }
 
 // run follows turns from want on; after each, release says whether a later
-// one was asked for meanwhile.
+// one was asked for meanwhile (and gives the watch lease up when not).
 func (w *watcher) run(ctx context.Context, want int, release func(w *watcher, last int, ok bool) (int, bool)) {
 	for {
 		last, ok := w.follow(ctx, want)
 		next, more := release(w, last, ok)
 		if !more {
-			w.releaseLease(ctx)
 			return
 		}
 		want = max(next, last+1)

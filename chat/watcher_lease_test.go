@@ -67,3 +67,91 @@ func TestStandbyWatcherDoesNotRepostAnsweredTurns(t *testing.T) {
 		t.Errorf("answers posted by the replica that stood by: %q; bot-b posted them", got)
 	}
 }
+
+// A message that reaches a replica while its watcher is giving the watch
+// lease up (the turn before was answered) must not leave a watcher that
+// draws the new turn as the holder of a lease the release just cleared:
+// another replica takes a lease nobody holds, and both draw the turn. The
+// soak's bots logged "lost the watch lease; standing by" with no holder
+// every few minutes. The scripted session keeps the lease as the workflow
+// does (a claim by its holder renews it; a release by its holder clears
+// it), and every card and answer must be drawn while bot-a holds it.
+func TestMessageDuringLeaseReleaseKeepsOneHolder(t *testing.T) {
+	var (
+		mu        sync.Mutex
+		holder    string
+		sentNext  = make(chan struct{})
+		releasing = make(chan struct{})
+		once      sync.Once
+		states    = &script{states: []session.TurnState{done(5, 3, "five")}}
+	)
+	claim := func(claimer string) session.ClaimWatchResponse {
+		if holder != "" && holder != claimer {
+			return session.ClaimWatchResponse{Holder: holder}
+		}
+		holder = claimer
+		return session.ClaimWatchResponse{Granted: true, Holder: claimer}
+	}
+	f := &chattest.Sessions{
+		SendFn: func(_ session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			r := claim(req.Watch.Claimer)
+			turn := 5
+			if req.EventID == "e6" {
+				turn = 6
+				states.mu.Lock()
+				states.states, states.polls = []session.TurnState{running(6, 10, "ls"), done(6, 11, "six")}, 0
+				states.mu.Unlock()
+			}
+			return session.MessageResponse{Turn: turn, Watch: &r}, nil
+		},
+		TurnStateFn: states.next,
+		WatchFn: func(_ string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error) {
+			if req.Release {
+				// The first release waits until the next message was
+				// sent (and granted the lease with it).
+				once.Do(func() { close(releasing); <-sentNext })
+				mu.Lock()
+				defer mu.Unlock()
+				if holder == req.Claimer {
+					holder = ""
+				}
+				return session.ClaimWatchResponse{Holder: holder}, nil
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			return claim(req.Claimer), nil
+		},
+	}
+	var unheld []string
+	check := func(what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if holder != "bot-a" {
+			unheld = append(unheld, fmt.Sprintf("%s while the lease was held by %q", what, holder))
+		}
+	}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) { cfg.ReplicaID = "bot-a" })
+	p := &recPoster{clock: clock, PostFn: func(c chat.Card) error { check("posted card " + c.Title); return nil }}
+	p.EditFn = func(_ string, c chat.Card) error { check("edited card " + c.Title); return nil }
+	if err := c.HandleMessage(context.Background(), p, msg("e5", "do it")); err != nil {
+		t.Fatal(err)
+	}
+	<-releasing
+	if err := c.HandleMessage(context.Background(), p, msg("e6", "more")); err != nil {
+		t.Fatal(err)
+	}
+	close(sentNext)
+	waitIdle(t, c, testThread)
+	if got := texts(p); len(got) != 2 || got[1] != "six" {
+		t.Errorf("answers = %q, want five and six", got)
+	}
+	if len(p.ops("post")) == 0 {
+		t.Errorf("turn 6's card was never drawn: %+v", p.Events())
+	}
+	for _, u := range unheld {
+		t.Error(u)
+	}
+}
