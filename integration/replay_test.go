@@ -35,8 +35,9 @@ var updateHistories = flag.Bool("update-histories", false, "write this generatio
 // compaction; v5 checkpoints (incremental snapshots); v6 attachments and
 // share-file (so far recorded: files, a Slack session with attachments and
 // shared files); v7 the watch lease claimed with the message (recorded:
-// awaiting-approval, approvals, continue-as-new).
-const historyGeneration = 7
+// awaiting-approval, approvals, continue-as-new); v8 the history limit
+// counting the state continue-as-new carries (recorded: continue-as-new).
+const historyGeneration = 8
 
 // historyDir is where the replay test in package workflows reads them.
 const historyDir = "../workflows/testdata/histories"

@@ -67,6 +67,15 @@ const (
 	// lists it for the bot; before, it failed as an unknown tool. Reached
 	// only when the model calls share_file.
 	changeShareFile = "share-file"
+	// changeHistoryCountsCarry: (decided once per run, at its start) the
+	// history limit counts what continue-as-new writes into the run's last
+	// event — the whole State, transcript included — so a run that
+	// continues as new stays near the limit instead of passing it by the
+	// state's size (the soak's runs averaged 1.5 times a 1 MiB limit, one
+	// 2.1 MB); a run still adds at least a quarter of the limit of its own
+	// before it continues, so a state near the limit cannot make runs of
+	// one turn each.
+	changeHistoryCountsCarry = "history-limit-counts-carry"
 )
 
 // PolicyActivities serves the worker's session policy to session runs. It

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -29,6 +30,13 @@ type sessionRun struct {
 	// checkpoints: this run writes incremental snapshots and keeps a
 	// checkpoint per completed turn (changeCheckpoints).
 	checkpoints bool
+	// countCarry: this run's history limit counts what continue-as-new
+	// carries (changeHistoryCountsCarry). startBytes is the history's size
+	// at the run's first workflow task (its input, the state carried in);
+	// carryBytes the encoded size of what continuing as new would carry
+	// out, measured at each boundary of the main loop.
+	countCarry             bool
+	startBytes, carryBytes int
 	// rewind is a /rewind waiting for the main loop; rewound is its answer.
 	rewind  *session.RewindRequest
 	rewound rewindResult
@@ -80,6 +88,8 @@ func Session(ctx workflow.Context, in Input) (session.SessionResult, error) {
 	s.transcriptRefs = workflow.GetVersion(ctx, changeTranscriptRefs, workflow.DefaultVersion, 1) >= 1
 	s.compaction = s.transcriptRefs && workflow.GetVersion(ctx, changeCompaction, workflow.DefaultVersion, 1) >= 1
 	s.checkpoints = workflow.GetVersion(ctx, changeCheckpoints, workflow.DefaultVersion, 1) >= 1
+	s.countCarry = workflow.GetVersion(ctx, changeHistoryCountsCarry, workflow.DefaultVersion, 1) >= 1
+	s.startBytes = workflow.GetInfo(ctx).GetCurrentHistorySize()
 	if err := s.register(ctx); err != nil {
 		return session.SessionResult{}, err
 	}
@@ -186,6 +196,7 @@ func (s *sessionRun) run(ctx workflow.Context) (session.SessionResult, error) {
 	for {
 		s.index(ctx)
 		s.dropStaleSnapshots(ctx)
+		s.measureCarry()
 		cond := func() bool {
 			return s.destroyRequested ||
 				(!s.st.Paused && len(s.st.Queue) > 0) ||
@@ -238,6 +249,22 @@ func (s *sessionRun) run(ctx workflow.Context) (session.SessionResult, error) {
 }
 
 // shouldContinueAsNew is checked only between turns.
+//
+// A run's history holds the state it carries twice: in its first event
+// (its input) and in its last (continue-as-new's input, this run's State,
+// transcript and all). Comparing the size before that last event with the
+// limit let every run pass it by the state's size, up to twice the limit
+// with a transcript near its cap. Runs since changeHistoryCountsCarry
+// count the state they would carry out, so a run ends near the limit; but
+// a run of a state that alone fills most of the limit could never stay
+// within it, and must not continue after every turn, which would write the
+// whole state twice per turn: it continues once its own events (what it
+// added to its input) reach a quarter of the limit, or the history passes
+// the limit as before, whichever comes first. So a run is at most
+// max(limit, in + out + limit/4) plus the turn that crossed the line, and
+// never more than the old bound of limit + out plus that turn, where in and
+// out are the state carried in and out (the transcript's cap and bounded
+// bookkeeping: docs/ARCHITECTURE.md, "Long life").
 func (s *sessionRun) shouldContinueAsNew(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
 	if info.GetContinueAsNewSuggested() {
@@ -245,7 +272,42 @@ func (s *sessionRun) shouldContinueAsNew(ctx workflow.Context) bool {
 	}
 	// A run that has not run a turn yet never continues on size alone, so a
 	// tiny limit cannot make runs chase each other without progress.
-	return s.turnsThisRun > 0 && info.GetCurrentHistorySize() > s.st.Settings.HistoryLimitBytes
+	if s.turnsThisRun == 0 {
+		return false
+	}
+	size, limit := info.GetCurrentHistorySize(), s.st.Settings.HistoryLimitBytes
+	if size > limit {
+		return true
+	}
+	return s.countCarry && size+s.carryBytes > limit && size-s.startBytes >= limit/4
+}
+
+// measureCarry measures what continuing as new would carry (runs since
+// changeHistoryCountsCarry), once per boundary of the main loop rather
+// than at every evaluation of its condition: encoding a transcript of up
+// to a MiB is not free, and the state changes little between turns.
+func (s *sessionRun) measureCarry() {
+	if !s.countCarry {
+		return
+	}
+	p, err := converter.GetDefaultDataConverter().ToPayload(s.continueInput())
+	if err != nil {
+		// Not expected (the same input is encoded to continue as new);
+		// counting nothing keeps the old rule.
+		s.log.Warn("measure the state continue-as-new carries", "error", err)
+		s.carryBytes = 0
+		return
+	}
+	s.carryBytes = p.Size()
+}
+
+// continueInput is what the next run starts from.
+func (s *sessionRun) continueInput() Input {
+	st := s.st
+	return Input{
+		SessionInput: session.SessionInput{Location: st.Location, Owner: st.Owner, Backend: st.Backend, Settings: st.Settings},
+		State:        &st,
+	}
 }
 
 func (s *sessionRun) continueAsNew(ctx workflow.Context) (session.SessionResult, error) {
@@ -266,12 +328,10 @@ func (s *sessionRun) continueAsNew(ctx workflow.Context) (session.SessionResult,
 			return s.destroy(ctx)
 		}
 	}
-	st := s.st
-	s.log.Info("continuing as new", "turn", st.Turn, "history_bytes", workflow.GetInfo(ctx).GetCurrentHistorySize())
-	return session.SessionResult{}, workflow.NewContinueAsNewError(ctx, Session, Input{
-		SessionInput: session.SessionInput{Location: st.Location, Owner: st.Owner, Backend: st.Backend, Settings: st.Settings},
-		State:        &st,
-	})
+	in := s.continueInput()
+	s.log.Info("continuing as new", "turn", s.st.Turn, "history_bytes", workflow.GetInfo(ctx).GetCurrentHistorySize(),
+		"start_bytes", s.startBytes, "carry_bytes", s.carryBytes)
+	return session.SessionResult{}, workflow.NewContinueAsNewError(ctx, Session, in)
 }
 
 // dropStaleSnapshots deletes superseded snapshots between turns. A failure
