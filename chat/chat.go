@@ -207,6 +207,23 @@ type TakeoverPacer interface {
 	TookOver(th Thread, ref string)
 }
 
+// Deleter is an optional Poster capability: delete a message the bot
+// posted (Slack chat.delete, Discord DELETE message). The watcher deletes a
+// status card it posted when the session recorded another replica's card
+// for the turn first (session.CardRecordedAlready): two replicas around a
+// watch takeover can each post one, and only the recorded card is edited
+// from then on, so the other would stay as a second, stale card showing the
+// turn's calls.
+//
+// Where a message cannot be deleted (a Poster without Deleter, or a delete
+// the platform refuses), the watcher edits the extra card into a one-line
+// pointer to the other (PointerCard) instead: a card that stopped moving
+// half-way through the turn would tell the reader the turn stalled, while
+// a pointer says where the turn goes on and shows no call twice.
+type Deleter interface {
+	Delete(ctx context.Context, th Thread, ref string) error
+}
+
 // ContextLine is one earlier message of a thread.
 type ContextLine struct {
 	User string // display name

@@ -87,6 +87,10 @@ type watcher struct {
 	held           bool
 	legacy         bool
 	until, renewAt time.Time
+
+	// unrecorded are status cards this replica posted whose record failed
+	// without an answer, settled at every poll (watcher_card.go).
+	unrecorded []unrecordedCard
 }
 
 func newWatcher(feed turnFeed, p Poster, th Thread, cfg watchConfig, log *slog.Logger) *watcher {
@@ -229,6 +233,9 @@ func (w *watcher) follow(ctx context.Context, want int) (last int, ok bool) {
 		cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 		ts, err := w.feed.TurnState(cctx, w.id)
 		cancel()
+		if err == nil {
+			ts = w.settleCards(ctx, v, ts)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return 0, false

@@ -176,7 +176,7 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 			return
 		}
 		v.ref, v.shown, v.pending = ref, &card, nil
-		w.record(ctx, v.turn, "status", ref)
+		w.recordCard(ctx, v, ref)
 		w.announce(ctx, v)
 		return
 	}

@@ -6,6 +6,7 @@ package chattest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -403,11 +404,18 @@ func (f *Sessions) Fork(_ context.Context, id string, req session.ForkRequest) (
 }
 
 // RecordChatRef implements chat.Sessions: the ref is recorded, and stored
-// in the turn state if it is for the current turn.
+// in the turn state if it is for the current turn. Like the workflow, a
+// session keeps the first status card recorded for a turn: another is
+// refused with session.CardRefusal (and RecordFn is not called).
 func (f *Sessions) RecordChatRef(_ context.Context, id string, req session.ChatRefRequest) error {
 	f.record("chat_ref " + req.Kind)
 	f.mu.Lock()
 	f.refs = append(f.refs, req)
+	if s := f.sessions[id]; s != nil && req.Kind == session.ChatRefStatus && req.Turn == s.ts.Turn && s.ts.StatusRef != "" && s.ts.StatusRef != req.Ref {
+		first := s.ts.StatusRef
+		f.mu.Unlock()
+		return errors.New(session.CardRefusal(req.Turn, first))
+	}
 	if req.Kind == "final" {
 		if f.posted == nil {
 			f.posted = map[string]bool{}
@@ -416,7 +424,7 @@ func (f *Sessions) RecordChatRef(_ context.Context, id string, req session.ChatR
 	}
 	if s := f.sessions[id]; s != nil && req.Turn == s.ts.Turn {
 		switch req.Kind {
-		case "status":
+		case session.ChatRefStatus:
 			s.ts.StatusRef = req.Ref
 		case session.ChatRefApprovalNotice:
 			s.ts.ApprovalNoticed = req.Ref

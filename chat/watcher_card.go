@@ -1,0 +1,147 @@
+package chat
+
+import (
+	"context"
+
+	"github.com/sandbot/sandbot/chat/internal/pace"
+	"github.com/sandbot/sandbot/session"
+)
+
+// One status card per turn, across replicas.
+//
+// A replica records the card it posted (session.ChatRefStatus) so that the
+// next watcher edits it rather than posting another. A holder held up
+// recording its card past its watch lease (a Temporal restart while the
+// machine is loaded) leaves the replica that takes the watch over with no
+// card recorded: it posts its own, and the turn would be drawn on two cards
+// (the chaos suite's long mode counted calls shown on two). The session
+// keeps the first card recorded for a turn and refuses any other
+// (session.CardRecordedAlready, naming the first), and whichever replica is
+// refused deletes its card and, if it still draws the turn, edits the
+// recorded one from then on. A record that fails without an answer (the
+// call timed out; it may still land) leaves the card unrecorded here, and
+// every later poll settles it against what the session recorded.
+
+// PointerCard is what an extra status card becomes where it cannot be
+// deleted (see Deleter): one line saying where the turn goes on. It does
+// not say "above": the recorded card may be either the earlier or the
+// later of the two.
+func PointerCard() Card {
+	return Card{Title: "↕️ This turn goes on in its other status message in this thread."}
+}
+
+// unrecordedCard is a status card this replica posted whose record the
+// session has not confirmed yet.
+type unrecordedCard struct {
+	turn int
+	ref  string
+}
+
+// recordCard records ref, the status card this watcher just posted for v's
+// turn showing card. Refused because another card was recorded first, it
+// deletes its own and adopts that one; failed otherwise, it keeps the card
+// to settle at the next polls (settleCards).
+func (w *watcher) recordCard(ctx context.Context, v *view, ref string) {
+	err := w.recordErr(ctx, v.turn, session.ChatRefStatus, ref)
+	if err == nil {
+		return
+	}
+	if first, ok := session.RecordedCard(err); ok {
+		w.log.Info("watcher: another replica's status card was recorded first for the turn; deleting ours and going on in that one",
+			"turn", v.turn, "ours", ref, "recorded", first)
+		w.dropCard(ctx, v.turn, ref)
+		w.adopt(v, first)
+		return
+	}
+	w.log.Warn("watcher: record chat ref; trying again at the next poll", "kind", session.ChatRefStatus, "turn", v.turn, "err", err)
+	w.unrecorded = append(w.unrecorded, unrecordedCard{turn: v.turn, ref: ref})
+}
+
+// settleCards compares the status cards this watcher posted but could not
+// record with ts, a fresh poll, whether this replica holds the watch or
+// not: one the session recorded after all is done with; one beside another
+// recorded card is deleted (and v, if it shows it, adopts the recorded
+// one); one with no card recorded yet is recorded again (a retry of the
+// same ref is accepted, so it is safe whoever holds the watch). It returns
+// ts as the session stands after that, so a view made from it starts on the
+// turn's card.
+func (w *watcher) settleCards(ctx context.Context, v *view, ts session.TurnState) session.TurnState {
+	if len(w.unrecorded) == 0 {
+		return ts
+	}
+	keep := w.unrecorded[:0]
+	for _, c := range w.unrecorded {
+		switch {
+		case c.turn != ts.Turn:
+			// The session keeps no card ref of a past turn to compare
+			// with: the card may be the turn's only one, so it stays.
+			w.log.Warn("watcher: the turn ended before its status card was recorded; it stays as posted", "turn", c.turn, "ref", c.ref, "session_turn", ts.Turn)
+		case ts.StatusRef == c.ref:
+			// Recorded after all (the call that timed out had landed).
+		case ts.StatusRef != "":
+			w.log.Info("watcher: another status card was recorded for the turn; deleting ours", "turn", c.turn, "ours", c.ref, "recorded", ts.StatusRef)
+			w.dropCard(ctx, c.turn, c.ref)
+			if v != nil && v.turn == c.turn && v.ref == c.ref {
+				w.adopt(v, ts.StatusRef)
+			}
+		default:
+			err := w.recordErr(ctx, c.turn, session.ChatRefStatus, c.ref)
+			first, refused := session.RecordedCard(err)
+			switch {
+			case err == nil:
+				ts.StatusRef = c.ref
+			case refused:
+				w.log.Info("watcher: another replica's status card was recorded first for the turn; deleting ours", "turn", c.turn, "ours", c.ref, "recorded", first)
+				w.dropCard(ctx, c.turn, c.ref)
+				if v != nil && v.turn == c.turn && v.ref == c.ref {
+					w.adopt(v, first)
+				}
+				ts.StatusRef = first
+			default:
+				w.log.Warn("watcher: record chat ref", "kind", session.ChatRefStatus, "turn", c.turn, "err", err)
+				keep = append(keep, c)
+			}
+		}
+	}
+	w.unrecorded = keep
+	return ts
+}
+
+// adopt makes v show its turn in ref, the card another replica recorded:
+// what v last drew is drawn there at the next flush, paced as a message
+// another bot may have just edited (see newView).
+func (w *watcher) adopt(v *view, ref string) {
+	if v.pending == nil {
+		v.pending = v.shown
+	}
+	v.ref, v.shown = ref, nil
+	b := w.cfg.Budget
+	v.pace = pace.NewSpentBucket(b.MinEditInterval, b.EditBurst, w.cfg.Clock.Now())
+	if tp, ok := w.p.(TakeoverPacer); ok {
+		tp.TookOver(w.th, ref)
+	}
+}
+
+// dropCard takes ref, a status card of turn that is not the turn's card,
+// out of the thread: deleted where the platform can, else edited into
+// PointerCard (see Deleter). Like a record, it is done even while the bot
+// shuts down: a card left here would stay a duplicate for good. It is not
+// bounded by the watch lease: nobody else writes to a card the session
+// never recorded.
+func (w *watcher) dropCard(ctx context.Context, turn int, ref string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.CallTimeout)
+	defer cancel()
+	if d, ok := w.p.(Deleter); ok {
+		err := d.Delete(cctx, w.th, ref)
+		if err == nil {
+			return
+		}
+		w.log.Warn("watcher: delete an extra status card; making it a pointer instead", "turn", turn, "ref", ref, "err", err)
+	}
+	if !w.limit(cctx) {
+		return
+	}
+	if err := w.p.Edit(cctx, w.th, ref, PointerCard()); err != nil {
+		w.log.Error("watcher: an extra status card stays in the thread", "turn", turn, "ref", ref, "err", err)
+	}
+}
