@@ -3,7 +3,7 @@
 // (v0.35.0) instead of a mock of our own interfaces.
 //
 // It serves the Web API methods sandbot uses (auth.test, chat.postMessage,
-// chat.update, chat.postEphemeral, chat.getPermalink, views.open, .push
+// chat.update, chat.delete, chat.postEphemeral, chat.getPermalink, views.open, .push
 // and .update, files upload v2, conversations.replies, users.info, and
 // Slack's agent surfaces: assistant.threads.setStatus,
 // agents.sessions.setStatus with the native stop's agent_session_stopped
@@ -62,6 +62,9 @@ type Options struct {
 	// UpdateBurst defaults to DefaultUpdateBurst; 1 makes every update of
 	// a message keep MinUpdateInterval from the one before.
 	UpdateBurst int
+	// DeletesPerMinute is the workspace-wide chat.delete budget (Tier 3).
+	// Default DefaultDeletesPerMinute.
+	DeletesPerMinute int
 	// RateLimitOverBudget makes chat.update answer 429 (as Slack would)
 	// instead of only recording a violation when the per-minute budget is
 	// exceeded.
@@ -121,6 +124,9 @@ func (o *Options) defaults() {
 	if o.UpdateBurst <= 0 {
 		o.UpdateBurst = DefaultUpdateBurst
 	}
+	if o.DeletesPerMinute <= 0 {
+		o.DeletesPerMinute = DefaultDeletesPerMinute
+	}
 }
 
 // Server is a fake Slack workspace. All methods are safe for concurrent use.
@@ -136,6 +142,8 @@ type Server struct {
 	sent    []Envelope
 	hooks   []Hook
 	msgs    map[string][]*Message // channel → messages in ts order
+	deleted map[string][]*Message // channel → messages chat.delete took, in delete order
+	deletes []time.Time           // chat.delete calls in the last minute
 	files   map[string]*File
 	views   map[string]*openedView
 	trigs   map[string]time.Time // trigger_id → issued
@@ -162,6 +170,7 @@ func New(opts Options) *Server {
 		opts:    opts,
 		changed: make(chan struct{}),
 		msgs:    map[string][]*Message{},
+		deleted: map[string][]*Message{},
 		files:   map[string]*File{},
 		views:   map[string]*openedView{},
 		trigs:   map[string]time.Time{},
@@ -278,7 +287,16 @@ func (s *Server) snapshotLocked() Snapshot {
 		Connections: s.opened,
 		Open:        len(s.conns),
 		Messages:    map[string][]Message{},
+		Deleted:     map[string][]Message{},
 		Files:       map[string]File{},
+	}
+	for ch, ms := range s.deleted {
+		out := make([]Message, len(ms))
+		for i, m := range ms {
+			out[i] = *m
+			out[i].Reactions = slices.Clone(m.Reactions)
+		}
+		snap.Deleted[ch] = out
 	}
 	for ch, ms := range s.msgs {
 		out := make([]Message, len(ms))
@@ -310,8 +328,13 @@ type Snapshot struct {
 	Connections int
 	Open        int
 	// Messages per channel in ts order, as conversations.history would list
-	// them (replies included).
+	// them (replies included): a deleted reply is not among them, a deleted
+	// thread parent is its tombstone.
 	Messages map[string][]Message
+	// Deleted are the messages chat.delete took, per channel in delete
+	// order, as they were just before (Posted and Deleted say how long
+	// people could read them).
+	Deleted map[string][]Message
 	// Files uploaded and completed, by ID.
 	Files map[string]File
 }

@@ -77,7 +77,8 @@ func (h Hook) Text() string {
 	return v.Text
 }
 
-// Violation is a chat.update call that broke the configured budget.
+// Violation is a chat.update (or chat.delete) call that broke the
+// configured budget.
 type Violation struct {
 	// Kind is "per_minute" (workspace budget) or "per_message" (interval).
 	Kind    string
@@ -102,6 +103,9 @@ type Message struct {
 	// Updates counts chat.update calls applied to the message.
 	Updates int
 	Updated time.Time
+	// Posted is when it was posted; Deleted when chat.delete took it out
+	// of the channel (zero: it is there; see Snapshot.Deleted).
+	Posted, Deleted time.Time
 	// Reactions are the emoji names the bot reacted with
 	// (reactions.add, reactions.remove), in order.
 	Reactions []string

@@ -183,6 +183,8 @@ func (s *Server) dispatchLocked(method string, req request, now time.Time) resul
 		return s.postMessageLocked(req, now)
 	case "chat.update":
 		return s.updateLocked(req, now)
+	case "chat.delete":
+		return s.deleteLocked(req, now)
 	case "chat.postEphemeral":
 		return s.postEphemeralLocked(req)
 	case "chat.getPermalink":
@@ -239,6 +241,9 @@ func (s *Server) findLocked(channel, ts string) *Message {
 }
 
 func (s *Server) addMessageLocked(m *Message) {
+	if m.Posted.IsZero() {
+		m.Posted = m.Updated
+	}
 	ms := append(s.msgs[m.Channel], m)
 	sort.SliceStable(ms, func(i, j int) bool { return tsLess(ms[i].TS, ms[j].TS) })
 	s.msgs[m.Channel] = ms
