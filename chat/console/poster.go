@@ -35,6 +35,7 @@ var (
 	_ chat.ThreadStarter = (*console)(nil)
 	_ chat.Mentioner     = (*console)(nil)
 	_ chat.ThreadLinker  = (*console)(nil)
+	_ chat.Deleter       = (*console)(nil)
 )
 
 func newConsole(out io.Writer) *console {
@@ -232,6 +233,24 @@ func (c *console) Edit(_ context.Context, th chat.Thread, ref string, card chat.
 		fresh = append(fresh, l.text)
 	}
 	c.write(th, fresh)
+	return nil
+}
+
+// Delete implements chat.Deleter for the terminal, which cannot take back
+// lines it printed: it forgets the card (a later Edit of ref prints it
+// anew) and prints one line saying that the card printed as ref is void, so
+// the reader does not take its calls for the turn's. The core deletes a
+// status card when another replica's card was recorded for the turn; a
+// terminal runs one bot, so in practice only a restart racing its own
+// record gets here.
+func (c *console) Delete(_ context.Context, th chat.Thread, ref string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.cards[ref]; !ok {
+		return nil // never printed here: nothing to take back
+	}
+	delete(c.cards, ref)
+	c.write(th, []string{"── (the status card above was a second copy; this turn goes on in its other card) ──"})
 	return nil
 }
 

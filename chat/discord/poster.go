@@ -52,6 +52,25 @@ func (a *Adapter) Edit(ctx context.Context, th chat.Thread, ref string, c chat.C
 	return nil
 }
 
+var _ chat.Deleter = (*Adapter)(nil)
+
+// Delete implements chat.Deleter: it deletes message ref in th (DELETE
+// /channels/{channel}/messages/{message}), paced like every REST call by
+// discordgo's per-route buckets, 429s waited out. The core deletes a status
+// card it posted when another replica's card was recorded for the turn
+// first. A message Discord no longer knows (10008, Unknown Message: an
+// earlier delete whose answer was lost) counts as deleted.
+func (a *Adapter) Delete(ctx context.Context, th chat.Thread, ref string) error {
+	err := a.s.ChannelMessageDelete(target(th), ref, discordgo.WithContext(ctx))
+	if _, code := restCode(err); code == discordgo.ErrCodeUnknownMessage {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("discord: delete %s in %s: %w", ref, target(th), err)
+	}
+	return nil
+}
+
 // PostText sends a Markdown answer: as one message, split into up to
 // Config.MaxAnswerParts messages (code blocks closed and reopened across
 // parts), or, when longer, as its opening part with the whole answer

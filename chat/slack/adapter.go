@@ -38,9 +38,12 @@ type Adapter struct {
 	cfg    Config
 	log    *slog.Logger
 	api    *slackgo.Client
-	budget *updateBudget
-	pacer  *editPacer
-	limits Limits
+	budget *updateBudget // chat.update
+	// deletes is chat.delete's budget (Tier 3, like chat.update's, but
+	// counted by Slack on its own).
+	deletes *updateBudget
+	pacer   *editPacer
+	limits  Limits
 
 	threads *threadCache
 	names   *nameCache // display names by user ID (users.info)
@@ -106,6 +109,7 @@ func New(cfg Config, log *slog.Logger) (*Adapter, error) {
 		log:     log.With("platform", Platform),
 		api:     slackgo.New(cfg.BotToken, opts...),
 		budget:  newUpdateBudget(cfg.UpdateBudgetPerMinute, budgetWindow),
+		deletes: newUpdateBudget(DeleteBudgetPerMinute, budgetWindow),
 		pacer:   newEditPacer(cfg.EditInterval, cfg.EditBurst),
 		limits:  DefaultLimits,
 		threads: newThreadCache(),

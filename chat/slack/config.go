@@ -27,10 +27,12 @@ const (
 	DefaultEditInterval          = 1500 * time.Millisecond
 	DefaultEditBurst             = 4
 	DefaultUpdateBudgetPerMinute = 50
-	DefaultFileUploadThreshold   = 12000
-	DefaultListenAddr            = ":3000"
-	DefaultSlashCommand          = "/sandbot"
-	DefaultAckWithin             = 2 * time.Second
+	// DeleteBudgetPerMinute is the workspace's chat.delete budget (Tier 3).
+	DeleteBudgetPerMinute      = 50
+	DefaultFileUploadThreshold = 12000
+	DefaultListenAddr          = ":3000"
+	DefaultSlashCommand        = "/sandbot"
+	DefaultAckWithin           = 2 * time.Second
 )
 
 // ForkShortcut is the callback_id of the "Fork this session" message

@@ -20,13 +20,14 @@ const maxRateLimitRetries = 5
 const summaryChars = 2500
 
 // call runs a Web API call, retrying after Slack's Retry-After when it
-// answers 429. chat.update calls also spend the workspace budget, and a
-// 429 pauses that budget for everyone.
+// answers 429. chat.update and chat.delete calls also spend their method's
+// workspace budget, and a 429 pauses that budget for everyone.
 func (a *Adapter) call(ctx context.Context, method string, fn func(ctx context.Context) error) error {
+	budget := a.budgetFor(method)
 	for attempt := 0; ; attempt++ {
-		if method == "chat.update" {
+		if budget != nil {
 			start := time.Now()
-			err := a.budget.acquire(ctx)
+			err := budget.acquire(ctx)
 			metrics.ChatWaited(Platform, metrics.WaitPace, time.Since(start))
 			if err != nil {
 				return fmt.Errorf("slack: %s: %w", method, err)
@@ -46,8 +47,8 @@ func (a *Adapter) call(ctx context.Context, method string, fn func(ctx context.C
 		}
 		wait := max(rl.RetryAfter, time.Second)
 		metrics.ChatRateLimited(Platform, wait)
-		if method == "chat.update" {
-			a.budget.pause(wait)
+		if budget != nil {
+			budget.pause(wait)
 		}
 		a.log.Warn("slack: rate limited; retrying after Retry-After", "method", method, "retry_after", wait, "attempt", attempt+1)
 		if err := sleep(ctx, wait); err != nil {
@@ -104,6 +105,43 @@ func (a *Adapter) Edit(ctx context.Context, th chat.Thread, ref string, c chat.C
 			slackgo.MsgOptionText(fb, false), slackgo.MsgOptionBlocks(blocks...))
 		return err
 	})
+}
+
+// budgetFor is the workspace budget method's calls spend, if any: Slack
+// limits each Tier 3 method per workspace on its own.
+func (a *Adapter) budgetFor(method string) *updateBudget {
+	switch method {
+	case "chat.update":
+		return a.budget
+	case "chat.delete":
+		return a.deletes
+	}
+	return nil
+}
+
+var _ chat.Deleter = (*Adapter)(nil)
+
+// Delete implements chat.Deleter with chat.delete: the core deletes a
+// status card it posted when another replica's card was recorded for the
+// turn first. chat.delete is Tier 3 (about 50 a minute per workspace), a
+// budget of its own (DeleteBudgetPerMinute) that the watcher's rare
+// deletes never come near; it is spent like chat.update's, and a 429
+// pauses it. A message that is gone already (message_not_found: an earlier
+// delete whose answer was lost) counts as deleted.
+func (a *Adapter) Delete(ctx context.Context, th chat.Thread, ref string) error {
+	err := a.call(ctx, "chat.delete", func(ctx context.Context) error {
+		_, _, err := a.api.DeleteMessageContext(ctx, th.Channel, ref)
+		return err
+	})
+	var se slackgo.SlackErrorResponse
+	if errors.As(err, &se) && se.Err == "message_not_found" {
+		a.log.Debug("slack: the message to delete is gone already", "thread_id", th.ID(), "ts", ref)
+		err = nil
+	}
+	if err == nil {
+		a.pacer.tookOver(th.Channel + "/" + ref) // nothing more to pace
+	}
+	return err
 }
 
 var _ chat.TakeoverPacer = (*Adapter)(nil)
