@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/sandbot/sandbot/sandbox"
 	"github.com/sandbot/sandbot/session"
@@ -65,8 +67,35 @@ const ErrTypeNeedsCompaction = "NeedsCompaction"
 // transcript, so a worker without a cache reads at most this many chunks.
 const rebaseDepth = 32
 
-// transcriptCacheBytes bounds the transcripts a worker keeps in memory.
+// transcriptCacheBytes bounds the memory of the transcripts a worker keeps,
+// as footprint charges it: every entry holds a []session.Message of its own
+// (its base's messages copied, then the new ones), so it costs the headers
+// of all its messages besides their text. The bound used to be counted in
+// MessageSize, which leaves the headers out (128 bytes a message, more than
+// the text of a typical tool call or result), so a worker held several
+// times 64 MiB; the soak's worker grew by 100 MB per 100 turns
+// (docs/RELIABILITY.md, "The soak").
 const transcriptCacheBytes = 64 << 20
+
+// transcriptsPerSession is how many of a session's transcripts the cache
+// keeps: the newest, which its next model call extends, and the one that
+// extended (the base of a call that is retried after it stored its
+// transcript). Every model call makes a new transcript, a copy of the last
+// plus what is new, so without this one long session filled the cache with
+// copies no call asks for again, at the cost of other sessions' newest. A
+// call that asks for an older one reads its chain from the store.
+const transcriptsPerSession = 2
+
+// Headers of the types a cached transcript holds, for footprint.
+var (
+	messageHeader  = int(unsafe.Sizeof(session.Message{}))
+	toolCallHeader = int(unsafe.Sizeof(session.ToolCall{}))
+	imageHeader    = int(unsafe.Sizeof(session.ImageRef{}))
+)
+
+// entryOverhead is what an entry costs besides its messages: the cached
+// struct, its list element and its map slots.
+const entryOverhead = 256
 
 // chunk is one stored object: the messages added after Parent's.
 type chunk struct {
@@ -93,19 +122,45 @@ func chunkDigest(parent string, msgs []session.Message) (string, []byte, error) 
 }
 
 // transcripts is the worker's view of stored transcripts: an LRU cache in
-// front of the store.
+// front of the store, bounded by footprint and by transcriptsPerSession.
 type transcripts struct {
 	mu    sync.Mutex
 	lru   *list.List // of *cached, most recent first
 	by    map[string]*list.Element
 	bytes int
+	// bySession holds the digests of each session's cached transcripts,
+	// oldest first (at most transcriptsPerSession); a session whose
+	// transcripts were all evicted has no key.
+	bySession map[string][]string
+	// max is the bound in bytes (0: transcriptCacheBytes); tests lower it.
+	max int
 }
 
 type cached struct {
-	digest string
-	depth  int
-	msgs   []session.Message
-	size   int
+	digest  string
+	session string
+	depth   int
+	msgs    []session.Message
+	size    int // footprint(msgs)
+}
+
+// footprint is the memory a cached transcript holds: its message headers,
+// the strings and slices they point to, and the entry's own overhead. The
+// text is shared with the transcript it extended (the messages are copied,
+// their strings are not), so counting it in every entry overstates the
+// total; it is the safe side of the bound.
+func footprint(msgs []session.Message) int {
+	n := entryOverhead + len(msgs)*messageHeader
+	for _, m := range msgs {
+		n += len(m.Role) + len(m.Content) + len(m.ToolCallID) + len(m.Name) + len(m.User)
+		for _, tc := range m.ToolCalls {
+			n += toolCallHeader + len(tc.ID) + len(tc.Name) + len(tc.Arguments)
+		}
+		for _, im := range m.Images {
+			n += imageHeader + len(im.Key) + len(im.MimeType) + len(im.Path)
+		}
+	}
+	return n
 }
 
 func (t *transcripts) get(digest string) (*cached, bool) {
@@ -129,32 +184,47 @@ func (t *transcripts) whole(digest string) bool {
 	return ok && c.depth == 0
 }
 
+// put caches c (a transcript already cached is only marked used), then
+// evicts the session's transcripts beyond transcriptsPerSession, oldest
+// first, and the least recently used of all while the total is over the
+// bound (the newest entry stays, even alone over it).
 func (t *transcripts) put(c *cached) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.by == nil {
-		t.by, t.lru = map[string]*list.Element{}, list.New()
+		t.by, t.lru, t.bySession = map[string]*list.Element{}, list.New(), map[string][]string{}
 	}
-	if _, ok := t.by[c.digest]; ok {
+	if e, ok := t.by[c.digest]; ok {
+		t.lru.MoveToFront(e)
 		return
 	}
 	t.by[c.digest] = t.lru.PushFront(c)
 	t.bytes += c.size
-	for t.bytes > transcriptCacheBytes && t.lru.Len() > 1 {
-		old := t.lru.Back()
-		o := old.Value.(*cached)
-		t.lru.Remove(old)
-		delete(t.by, o.digest)
-		t.bytes -= o.size
+	t.bySession[c.session] = append(t.bySession[c.session], c.digest)
+	for len(t.bySession[c.session]) > transcriptsPerSession {
+		t.evict(t.by[t.bySession[c.session][0]])
+	}
+	limit := t.max
+	if limit <= 0 {
+		limit = transcriptCacheBytes
+	}
+	for t.bytes > limit && t.lru.Len() > 1 {
+		t.evict(t.lru.Back())
 	}
 }
 
-func messagesSize(msgs []session.Message) int {
-	n := 0
-	for _, m := range msgs {
-		n += MessageSize(m)
+// evict removes an entry and its session's record of it (t.mu held).
+func (t *transcripts) evict(e *list.Element) {
+	o := e.Value.(*cached)
+	t.lru.Remove(e)
+	delete(t.by, o.digest)
+	t.bytes -= o.size
+	ds := slices.DeleteFunc(t.bySession[o.session], func(d string) bool { return d == o.digest })
+	if len(ds) == 0 {
+		delete(t.bySession, o.session)
+	} else {
+		t.bySession[o.session] = ds
 	}
-	return n
 }
 
 // load returns the messages of a stored transcript, from the cache or by
@@ -196,7 +266,7 @@ func (t *transcripts) load(ctx context.Context, store TranscriptStore, sessionID
 	if len(msgs) != ref.Count {
 		return nil, fmt.Errorf("transcript %s holds %d messages, the reference says %d", ref.Digest, len(msgs), ref.Count)
 	}
-	c := &cached{digest: ref.Digest, depth: depth, msgs: msgs, size: messagesSize(msgs)}
+	c := &cached{digest: ref.Digest, session: sessionID, depth: depth, msgs: msgs, size: footprint(msgs)}
 	t.put(c)
 	return c, nil
 }
@@ -273,6 +343,6 @@ func (t *transcripts) extend(store TranscriptStore, sessionID string, base *cach
 			return nil
 		}
 	}
-	t.put(&cached{digest: digest, depth: depth, msgs: stored, size: messagesSize(stored)})
+	t.put(&cached{digest: digest, session: sessionID, depth: depth, msgs: stored, size: footprint(stored)})
 	return ref, stored, skipped, write, nil
 }
