@@ -41,3 +41,45 @@ func TestCheckCountsApprovals(t *testing.T) {
 		t.Fatalf("checked %d, lost %d, twice %d; want 3, 1 and 1 (problems: %v)", rep.ApprovalsChecked, rep.ApprovalsLost, rep.ApprovalsTwice, rep.Problems)
 	}
 }
+
+// TestCheckCountsDeletedCards: a status card a bot deleted as a duplicate
+// is not a second card if it stood no longer than the grace (it is counted
+// apart); one that stood longer showed its calls twice and counts as
+// posted twice. Read from the Slack fake's records of deleted messages.
+func TestCheckCountsDeletedCards(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		grace time.Duration
+		twice int
+	}{
+		{"deleted within the grace", time.Hour, 0},
+		{"deleted after the grace", -time.Second, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := fakeslack.New(fakeslack.Options{TeamID: "TCHAOS"})
+			t.Cleanup(fake.Close)
+			api := slackgo.New(fake.Options().BotToken, slackgo.OptionAPIURL(fake.URL()))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			card := "⚙️ Running\n✅ `mkdir -p .m && echo s01t1c1 >> .m/s01t1c1`"
+			var refs []string
+			for range 2 {
+				_, ts, err := api.PostMessageContext(ctx, channel, slackgo.MsgOptionText(card, false))
+				if err != nil {
+					t.Fatal(err)
+				}
+				refs = append(refs, ts)
+			}
+			if _, _, err := api.DeleteMessageContext(ctx, channel, refs[1]); err != nil {
+				t.Fatal(err)
+			}
+			w := newWorkload(Config{})
+			w.cardDeleteGrace = tc.grace
+			var rep Report
+			w.check(&stack{slack: fake}, &rep)
+			if rep.PostedTwice != tc.twice || rep.CardsDeleted != 1 {
+				t.Fatalf("posted twice %d, cards deleted %d; want %d and 1 (problems: %v)", rep.PostedTwice, rep.CardsDeleted, tc.twice, rep.Problems)
+			}
+		})
+	}
+}

@@ -120,8 +120,14 @@ type Report struct {
 	// completed turn, whose marker is missing at the end (must be 0).
 	ChangesLost int
 	// PostedTwice: two bot messages in one thread with the same text
-	// (must be 0).
+	// (must be 0); a status card deleted as a duplicate counts if it stood
+	// longer than cardDeleteGrace.
 	PostedTwice int
+	// CardsDeleted counts status cards the bots deleted as duplicates (a
+	// replica that found another card recorded for the turn deletes its
+	// own), and CardDeletedLongest is the longest any of them stood.
+	CardsDeleted       int
+	CardDeletedLongest time.Duration
 	// RateViolations are the Slack fake's budget violations (must be 0).
 	RateViolations int
 	// SessionsUnverified: sessions whose final marker read never came back
@@ -254,6 +260,15 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	return rep, nil
 }
 
+// cardDeleteGrace is how long a status card deleted as a duplicate may have
+// stood and still count as taken out, not as shown twice: a bot refused the
+// record of its card deletes it at once (a record, then a delete: well under
+// a second on an idle machine, a few seconds under the suite's faults), so
+// it flickers into the thread and out. One that stood longer was read as a
+// second card; the report counts it as posted twice, and gives the longest
+// any deleted card stood either way.
+const cardDeleteGrace = 10 * time.Second
+
 // check counts what the fakes recorded.
 func (w *workload) check(s *stack, rep *Report) {
 	w.mu.Lock()
@@ -348,6 +363,32 @@ func (w *workload) check(s *stack, rep *Report) {
 		if n > 1 {
 			rep.AnswersTwice += n - 1
 			rep.Problems = append(rep.Problems, fmt.Sprintf("answer %s posted %d times", k, n))
+		}
+	}
+	// Status cards the bots deleted as duplicates. People could read each
+	// as a second card for as long as it stood: one deleted within
+	// cardDeleteGrace of its post is counted apart (CardsDeleted), one that
+	// stood longer showed its calls twice and counts as a message posted
+	// twice. (An extra card a bot could not delete is edited into a pointer
+	// that names no call; the fake keeps no earlier text, so how long it
+	// showed calls is not counted.)
+	for _, m := range sn.Deleted[channel] {
+		ids := cardRe.FindAllStringSubmatch(messageText(m), -1)
+		if m.BotID != botID || len(ids) == 0 || strings.HasPrefix(messageText(m), "✋ ") {
+			continue
+		}
+		up := m.Deleted.Sub(m.Posted)
+		rep.CardsDeleted++
+		rep.CardDeletedLongest = max(rep.CardDeletedLongest, up)
+		if up <= w.cardDeleteGrace {
+			continue
+		}
+		rep.Problems = append(rep.Problems, fmt.Sprintf("status card %s stood %s before it was deleted as a duplicate", m.TS, up.Round(time.Millisecond)))
+		for _, id := range ids {
+			if cards[id[1]] == nil {
+				cards[id[1]] = map[string]bool{}
+			}
+			cards[id[1]][m.TS] = true
 		}
 	}
 	for id, msgs := range cards {
@@ -503,6 +544,7 @@ func (r Report) Markdown() string {
 	row("commands run twice (must be 0)", r.CommandsTwice)
 	row("workspace changes lost from completed turns (must be 0)", r.ChangesLost)
 	row("chat messages posted twice (must be 0)", r.PostedTwice)
+	row("duplicate status cards deleted (longest stood)", fmt.Sprintf("%d (%s)", r.CardsDeleted, r.CardDeletedLongest.Round(time.Millisecond)))
 	row("Slack rate-limit violations (must be 0)", r.RateViolations)
 	row("approvals lost / decided twice (must be 0), of those checked on their card", fmt.Sprintf("%d / %d of %d", r.ApprovalsLost, r.ApprovalsTwice, r.ApprovalsChecked))
 	row("message → first status card, p50 / p95", fmt.Sprintf("%s / %s", r.FirstCard[0].Round(time.Millisecond), r.FirstCard[1].Round(time.Millisecond)))

@@ -55,6 +55,9 @@ func answer(sid, turn string) string { return fmt.Sprintf("chaos answer %s %s do
 type workload struct {
 	cfg   Config
 	flaps *modelFaults
+	// cardDeleteGrace is how long a status card deleted as a duplicate may
+	// have stood without counting as a second card (see check).
+	cardDeleteGrace time.Duration
 
 	mu sync.Mutex
 	// calls is every tool call ID the model issued.
@@ -118,7 +121,7 @@ type turnRecord struct {
 }
 
 func newWorkload(cfg Config) *workload {
-	return &workload{cfg: cfg, flaps: &modelFaults{}, calls: map[string]bool{}, results: map[string]string{},
+	return &workload{cfg: cfg, flaps: &modelFaults{}, cardDeleteGrace: cardDeleteGrace, calls: map[string]bool{}, results: map[string]string{},
 		verified: map[string]string{}, doneAt: map[string]time.Time{}, shown: map[string]bool{}, clicks: map[string]int{},
 		approved: map[string]bool{}, awaiting: map[string]clickWait{},
 		soak: soakState{memory: map[string][]MemSample{}}}
