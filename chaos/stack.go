@@ -268,6 +268,9 @@ func (s *stack) env(metricsAddr string) []string {
 		"SANDBOT_SANDBOX_BACKENDS=" + strings.Join(s.backends(), ","),
 		"SANDBOT_METRICS_ADDR=" + metricsAddr,
 		"SANDBOT_LOG_LEVEL=info",
+		// Profiles on a free loopback port, named in the process's log
+		// ("debug profiles"): how the soak's memory growth was found.
+		"SANDBOT_DEBUG_ADDR=127.0.0.1:0",
 	}
 }
 

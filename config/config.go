@@ -62,6 +62,11 @@ type Config struct {
 	DecisionKey string
 	// MetricsAddr serves /metrics, /healthz and /readyz ("" disables).
 	MetricsAddr string
+	// DebugAddr serves net/http/pprof ("" disables). It must be a loopback
+	// address: profiles show memory and goroutine stacks, and a heap or
+	// CPU profile costs the process time, so they are for an operator on
+	// the host (or a port-forward), never for the network.
+	DebugAddr string
 	// ConsoleUser is the terminal front end's user name (USER).
 	ConsoleUser string
 

@@ -115,6 +115,9 @@ func TestValidationNamesTheVariable(t *testing.T) {
 		{"discord edit interval", []string{"SANDBOT_DISCORD_APP_ID", "1000000000000000001", "SANDBOT_DISCORD_EDIT_INTERVAL", "100ms"}, RoleBot, "SANDBOT_DISCORD_EDIT_INTERVAL", "use 250ms or more"},
 		{"log level", []string{"SANDBOT_LOG_LEVEL", "loud"}, RoleBot, "SANDBOT_LOG_LEVEL", "debug, info, warn or error"},
 		{"metrics addr", []string{"SANDBOT_METRICS_ADDR", "9090"}, RoleWorker, "SANDBOT_METRICS_ADDR", "not host:port"},
+		{"debug addr on every interface", []string{"SANDBOT_DEBUG_ADDR", ":6060"}, RoleWorker, "SANDBOT_DEBUG_ADDR", "loopback only"},
+		{"debug addr on a public IP", []string{"SANDBOT_DEBUG_ADDR", "10.0.0.5:6060"}, RoleBot, "SANDBOT_DEBUG_ADDR", "loopback only"},
+		{"debug addr", []string{"SANDBOT_DEBUG_ADDR", "6060"}, RoleWorker, "SANDBOT_DEBUG_ADDR", "not host:port"},
 		{"dev ports", []string{"SANDBOT_DEV_UI_PORT", "7233"}, RoleDev, "SANDBOT_DEV_UI_PORT", "a port of its own"},
 	}
 	for _, tc := range cases {
@@ -298,5 +301,15 @@ func TestCloudBackendKeys(t *testing.T) {
 	// the keys.
 	if err := loadEnv(t, "SANDBOT_SANDBOX_BACKENDS", "local,e2b", "SANDBOT_SANDBOX_DEFAULT", "e2b").Validate(RoleBot); err != nil {
 		t.Errorf("bot offering e2b without its key: %v", err)
+	}
+}
+
+// TestDebugAddrOnLoopback: the profiles may be served on a loopback
+// address, by IP or as localhost, and on nothing else (the cases above).
+func TestDebugAddrOnLoopback(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:6060", "[::1]:6060", "localhost:0", ""} {
+		if err := loadEnv(t, "SANDBOT_DEBUG_ADDR", addr).Validate(RoleWorker); err != nil {
+			t.Errorf("SANDBOT_DEBUG_ADDR=%q rejected: %v", addr, err)
+		}
 	}
 }

@@ -579,6 +579,14 @@ var coreVars = []Var{
 				checkHostPort(p, c.MetricsAddr, "a listen address such as :9090", false)
 			}
 		}},
+	{Name: "SANDBOT_DEBUG_ADDR", Readers: RoleWorker | RoleBot,
+		Doc:   "serve Go's /debug/pprof/ profiles on a loopback host:port such as 127.0.0.1:6060 (empty: off)",
+		field: func(c *Config) any { return &c.DebugAddr },
+		check: func(c *Config, p *probs) {
+			if c.DebugAddr != "" {
+				checkLoopbackAddr(p, c.DebugAddr, "a loopback listen address such as 127.0.0.1:6060")
+			}
+		}},
 	{Name: "USER", Default: "local", Readers: bot,
 		Doc:   "the terminal front end's user name",
 		field: func(c *Config) any { return &c.ConsoleUser }},

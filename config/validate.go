@@ -78,6 +78,23 @@ func checkHostPort(p *probs, addr, use string, required bool) {
 	}
 }
 
+// checkLoopbackAddr reports an address that is not host:port, or whose
+// host is not a loopback IP or "localhost" (an empty host would listen on
+// every interface).
+func checkLoopbackAddr(p *probs, addr, use string) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		p.add("%q is not host:port; use %s", addr, use)
+		return
+	}
+	if host == "localhost" {
+		return
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		p.add("%q does not listen on loopback only; use %s", addr, use)
+	}
+}
+
 // checkPort reports a port out of range; it returns whether n is fine.
 func checkPort(p *probs, n int, use string) bool {
 	if n < 0 || n > 65535 {

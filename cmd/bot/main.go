@@ -42,5 +42,10 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer health.Stop()
+	debug, err := app.ServeDebug(cfg.DebugAddr, log)
+	if err != nil {
+		return err
+	}
+	defer debug.Stop()
 	return bot.Run(ctx, os.Stdin, os.Stdout)
 }

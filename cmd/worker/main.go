@@ -46,6 +46,11 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer health.Stop()
+	debug, err := app.ServeDebug(cfg.DebugAddr, log)
+	if err != nil {
+		return err
+	}
+	defer debug.Stop()
 	<-ctx.Done()
 	log.Info("shutting down")
 	return nil
