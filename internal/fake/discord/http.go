@@ -137,7 +137,7 @@ func (s *Server) serve(pattern string, needBot bool, h handlerFunc) http.Handler
 			writeError(sw, http.StatusBadRequest, CodeInvalidFormBody, "Invalid Form Body: "+perr.Error(), nil)
 			return
 		}
-		if s.takeRateLimit(sw, pattern) {
+		if s.takeRateLimit(sw, pattern) || s.takeBudget(sw, r, pattern, needBot) {
 			return
 		}
 		h(sw, r, req)

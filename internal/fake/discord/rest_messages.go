@@ -137,6 +137,7 @@ func (s *Server) addFiles(m *Message, files []File) {
 func (s *Server) storeMessage(m *Message) {
 	s.messages[m.ID] = m
 	s.order = append(s.order, m.ID)
+	s.byChannel[m.ChannelID] = append(s.byChannel[m.ChannelID], m.ID)
 	s.bump()
 }
 

@@ -80,6 +80,13 @@ type Options struct {
 	// MESSAGE_CONTENT (or GUILD_MEMBERS, GUILD_PRESENCES) intent fail with
 	// close code 4014, as when the intent is not enabled for the app.
 	DenyPrivilegedIntents bool
+	// Budgets, when set, makes the fake keep Discord's own rate limits
+	// (budget.go): requests over them are answered 429 and recorded as
+	// Violations.
+	Budgets *Budgets
+	// KeepRequests bounds Requests to the latest n (0: every request). A
+	// load test's hundreds of threads would otherwise keep every body.
+	KeepRequests int
 }
 
 func (o *Options) setDefaults() {
@@ -100,6 +107,11 @@ func (o *Options) setDefaults() {
 	}
 	if o.TokenLifetime <= 0 {
 		o.TokenLifetime = 15 * time.Minute
+	}
+	if o.Budgets != nil {
+		b := *o.Budgets
+		b.setDefaults()
+		o.Budgets = &b
 	}
 }
 
@@ -123,6 +135,13 @@ type Server struct {
 	edits     []Edit
 	reactions []ReactionEvent
 	limits    []*rateRule
+	// budgetWin are the windows of Options.Budgets, by bucket; violations
+	// the requests answered 429 for being over one.
+	budgetWin  map[string]*window
+	violations []Violation
+	// byChannel are message IDs per channel in creation order, so reading
+	// one thread does not walk every message of a busy fake.
+	byChannel map[string][]string
 
 	gw *gateway
 }
@@ -132,15 +151,17 @@ type Server struct {
 func New(opts Options) *Server {
 	opts.setDefaults()
 	s := &Server{
-		opts:     opts,
-		changed:  make(chan struct{}),
-		nextID:   1300000000000000000,
-		guilds:   map[string]*Guild{},
-		channels: map[string]*Channel{},
-		messages: map[string]*Message{},
-		inters:   map[string]*Interaction{},
-		byToken:  map[string]*Interaction{},
-		commands: map[string][]json.RawMessage{},
+		opts:      opts,
+		changed:   make(chan struct{}),
+		nextID:    1300000000000000000,
+		guilds:    map[string]*Guild{},
+		channels:  map[string]*Channel{},
+		messages:  map[string]*Message{},
+		inters:    map[string]*Interaction{},
+		byToken:   map[string]*Interaction{},
+		commands:  map[string][]json.RawMessage{},
+		budgetWin: map[string]*window{},
+		byChannel: map[string][]string{},
 	}
 	s.gw = newGateway(s)
 	s.guilds[DefaultGuildID] = &Guild{ID: DefaultGuildID, Name: "Fake Guild"}
@@ -280,7 +301,7 @@ func (s *Server) Messages(channelID string) []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Message
-	for _, id := range s.order {
+	for _, id := range s.byChannel[channelID] {
 		if m := s.messages[id]; m.ChannelID == channelID && !m.Deleted {
 			out = append(out, m.clone())
 		}
@@ -321,6 +342,9 @@ func scopeKey(guildID string) string {
 
 // record appends a request record. Callers hold s.mu.
 func (s *Server) record(r Record) {
+	if n := s.opts.KeepRequests; n > 0 && len(s.requests) >= 2*n {
+		s.requests = append(s.requests[:0], s.requests[len(s.requests)-n+1:]...)
+	}
 	s.requests = append(s.requests, r)
 	s.bump()
 }
