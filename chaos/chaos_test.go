@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -22,6 +23,11 @@ var (
 	soakTurns   = flag.Int("soak-turns", 1000, "the soak's turns")
 	soakFor     = flag.Duration("soak-for", 75*time.Minute, "the most time the soak's turns may take; it then reads the markers back and reports how far it got")
 	soakApprove = flag.Bool("soak-approve", false, "the soak's calls each wait for the card's Approve click (about three times slower)")
+
+	load         = flag.Bool("load", false, "run the load mode: -load-sessions Discord sessions of -load-turns turns, every call approved (not in CI; about 20 minutes for 200 sessions, so give -timeout 30m)")
+	loadSessions = flag.Int("load-sessions", 200, "the load mode's sessions")
+	loadTurns    = flag.Int("load-turns", 2, "the load mode's turns per session (each of 5–10 approved calls), before the read-back")
+	loadFor      = flag.Duration("load-for", 15*time.Minute, "the most time the load mode's turns may take; no session or turn starts after it, and the report says how far it got")
 )
 
 // TestChaos runs the stack under faults and fails on any loss or duplicate
@@ -92,6 +98,37 @@ func TestSoak(t *testing.T) {
 	finish(t, s, dir, rep)
 	if rep.Answered == 0 || rep.Calls == 0 {
 		t.Fatalf("seed %d: the soak did not run (answered %d, calls %d)", s, rep.Answered, rep.Calls)
+	}
+}
+
+// TestLoad runs the load mode (load.go): -load-sessions sessions on the
+// Discord fake, each -load-turns turns of approved calls, bounded by
+// -load-for and the test's -timeout, with the same must-be-zero checks as
+// the other modes.
+func TestLoad(t *testing.T) {
+	if !*load {
+		// Not counted as passing: it reports SKIP. The load mode is not
+		// part of CI (200 sessions take about 20 minutes).
+		t.Skip("the load mode runs with -load (-load-sessions N, default 200: about 20 minutes, so give -timeout 30m); it is not part of CI")
+	}
+	s, dir, log := setUp(t, fmt.Sprintf(" -load -load-sessions %d -load-turns %d -load-for %s", *loadSessions, *loadTurns, *loadFor))
+	cfg := Load(s, dir, *loadSessions, *loadTurns)
+	cfg.Log = log
+	cfg.Load.For = *loadFor
+	pickFaults(t, &cfg)
+	deadline := time.Now().Add(*loadFor + 10*time.Minute)
+	if dl, ok := t.Deadline(); ok {
+		deadline = dl.Add(-90 * time.Second)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("seed %d: %v", s, err)
+	}
+	finish(t, s, dir, rep)
+	if rep.Answered == 0 || rep.Calls == 0 || rep.Approvals == 0 {
+		t.Fatalf("seed %d: the load did not run (answered %d, calls %d, approvals %d)", s, rep.Answered, rep.Calls, rep.Approvals)
 	}
 }
 

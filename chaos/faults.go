@@ -3,12 +3,14 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 )
 
@@ -123,10 +125,21 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 		log.Info("chaos: Temporal server restart", "down", down)
 		return in.s.restartServer(ctx, down)
 	case FaultSocketDrop:
+		if in.s.discord != nil {
+			log.Info("chaos: every gateway connection dropped")
+			in.s.discord.DropConnections()
+			return nil
+		}
 		log.Info("chaos: every Socket Mode connection dropped")
 		in.s.slack.DropConnections()
 	case FaultRateLimit:
 		u, p := 3+in.rng.IntN(8), 1+in.rng.IntN(4)
+		if in.s.discord != nil {
+			log.Info("chaos: 429 storm", "edits", u, "messages", p)
+			in.s.discord.RateLimitNext(fakediscord.RouteEditMessage, u, time.Second, false)
+			in.s.discord.RateLimitNext(fakediscord.RouteCreateMessage, p, time.Second, false)
+			return nil
+		}
 		log.Info("chaos: 429 storm", "chat.update", u, "chat.postMessage", p)
 		in.s.slack.RateLimit("chat.update", 1, u)
 		in.s.slack.RateLimit("chat.postMessage", 1, p)
@@ -139,71 +152,80 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 		log.Info("chaos: model refuses the key (401)", "window", d)
 		in.w.flaps.authWindow(d)
 	case FaultBotsOnEvent:
-		// Every replica dies the moment Slack delivers the next event or
-		// click, before any could hand it on (Slack must resend an event
-		// nobody acknowledged; the user clicks again), or the moment a bot
-		// acknowledges one (an acknowledged event must already be in the
-		// session: Slack never sends it again).
-		fired := make(chan string, 1)
-		var armMu sync.Mutex
-		armed := true
-		killAll := func(what string) {
-			armMu.Lock()
-			defer armMu.Unlock()
-			if !armed {
-				return
-			}
-			armed = false
-			for _, b := range in.s.bots {
-				b.kill()
-			}
-			fired <- what
+		if in.s.discord == nil {
+			return in.killBotsOnEvent(ctx, log)
 		}
-		onAck := in.rng.IntN(2) == 0
-		if onAck {
-			in.s.slack.AfterNextAck(func(a fakeslack.Ack) { killAll("ack of " + a.EnvelopeID) })
-		} else {
-			in.s.slack.AfterNextSend(func(e fakeslack.Envelope) { killAll("delivery of " + e.ID + " (" + e.Type + ")") })
-		}
-		// disarm reports whether the kill had not happened (and now will
-		// not); if it had, the bots must be started again.
-		disarm := func() bool {
-			armMu.Lock()
-			defer armMu.Unlock()
-			in.s.slack.AfterNextAck(nil)
-			in.s.slack.AfterNextSend(nil)
-			was := armed
-			armed = false
-			return was
-		}
-		var what string
-		select {
-		case what = <-fired:
-		case <-ctx.Done():
-			if disarm() {
-				return nil
-			}
-			what = <-fired
-		case <-time.After(time.Minute):
-			if disarm() {
-				log.Info("chaos: no event in a minute; nothing killed")
-				return nil
-			}
-			what = <-fired
-		}
-		log.Info("chaos: every bot SIGKILLed", "on", what)
-		sleep(ctx, time.Duration(in.rng.IntN(1500))*time.Millisecond)
-		for _, b := range in.s.bots {
-			if err := b.start(ctx, ""); err != nil {
-				return err
-			}
-		}
+		return fmt.Errorf("%s needs the Slack fake's delivery hooks; the Discord fake has none", kind)
 	case FaultDiskFull:
 		hold := time.Duration(1000+in.rng.IntN(4000)) * time.Millisecond
 		log.Info("chaos: snapshot store full", "hold", hold)
 		return fillDisk(ctx, in.s.snapMount, hold)
 	default:
 		return fmt.Errorf("unknown fault %q", kind)
+	}
+	return nil
+}
+
+// killBotsOnEvent is FaultBotsOnEvent on the Slack fake.
+func (in *injector) killBotsOnEvent(ctx context.Context, log *slog.Logger) error {
+	// Every replica dies the moment Slack delivers the next event or
+	// click, before any could hand it on (Slack must resend an event
+	// nobody acknowledged; the user clicks again), or the moment a bot
+	// acknowledges one (an acknowledged event must already be in the
+	// session: Slack never sends it again).
+	fired := make(chan string, 1)
+	var armMu sync.Mutex
+	armed := true
+	killAll := func(what string) {
+		armMu.Lock()
+		defer armMu.Unlock()
+		if !armed {
+			return
+		}
+		armed = false
+		for _, b := range in.s.bots {
+			b.kill()
+		}
+		fired <- what
+	}
+	onAck := in.rng.IntN(2) == 0
+	if onAck {
+		in.s.slack.AfterNextAck(func(a fakeslack.Ack) { killAll("ack of " + a.EnvelopeID) })
+	} else {
+		in.s.slack.AfterNextSend(func(e fakeslack.Envelope) { killAll("delivery of " + e.ID + " (" + e.Type + ")") })
+	}
+	// disarm reports whether the kill had not happened (and now will
+	// not); if it had, the bots must be started again.
+	disarm := func() bool {
+		armMu.Lock()
+		defer armMu.Unlock()
+		in.s.slack.AfterNextAck(nil)
+		in.s.slack.AfterNextSend(nil)
+		was := armed
+		armed = false
+		return was
+	}
+	var what string
+	select {
+	case what = <-fired:
+	case <-ctx.Done():
+		if disarm() {
+			return nil
+		}
+		what = <-fired
+	case <-time.After(time.Minute):
+		if disarm() {
+			log.Info("chaos: no event in a minute; nothing killed")
+			return nil
+		}
+		what = <-fired
+	}
+	log.Info("chaos: every bot SIGKILLed", "on", what)
+	sleep(ctx, time.Duration(in.rng.IntN(1500))*time.Millisecond)
+	for _, b := range in.s.bots {
+		if err := b.start(ctx, ""); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -34,8 +34,6 @@ import (
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
-
-	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 )
 
 // Config sizes a run.
@@ -65,6 +63,12 @@ type Config struct {
 	// Soak, when set, makes the run the soak: one session of Turns turns
 	// with forks and backend switches along the way (soak.go).
 	Soak *SoakConfig
+	// Load, when set, makes the run the load mode: Sessions sessions
+	// started at a bounded pace and bounded in time (load.go).
+	Load *LoadConfig
+	// Platform is the chat platform the bots are on: PlatformSlack (when
+	// empty) or PlatformDiscord (discord.go).
+	Platform string
 	// Hosts and Bots are how many cmd/worker and cmd/bot processes run.
 	Hosts, Bots int
 	// Faults are the kinds injected (AllFaults by default; none by
@@ -105,6 +109,8 @@ type Report struct {
 	Seed     uint64
 	Config   string
 	Duration time.Duration
+	// Platform is the chat platform the run's bots were on.
+	Platform string
 
 	Turns         int
 	Answered      int
@@ -128,7 +134,7 @@ type Report struct {
 	// own), and CardDeletedLongest is the longest any of them stood.
 	CardsDeleted       int
 	CardDeletedLongest time.Duration
-	// RateViolations are the Slack fake's budget violations (must be 0).
+	// RateViolations are the chat fake's budget violations (must be 0).
 	RateViolations int
 	// SessionsUnverified: sessions whose final marker read never came back
 	// (must be 0).
@@ -163,6 +169,8 @@ type Report struct {
 	Problems      []string
 	// Soak is the soak's own findings (nil in the other modes).
 	Soak *SoakReport
+	// Load is how far the load mode got (nil in the other modes).
+	Load *LoadReport
 }
 
 // Failures lists the must-be-zero counts that are not.
@@ -195,13 +203,16 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	if len(cfg.Faults) == 0 && cfg.Soak == nil {
+	if len(cfg.Faults) == 0 && cfg.Soak == nil && cfg.Load == nil {
 		cfg.Faults = AllFaults
 	}
 	rep := Report{Seed: cfg.Seed, Config: fmt.Sprintf("%d sessions × %d turns, %d worker hosts, %d bot replicas, a fault every ~%s",
 		cfg.Sessions, cfg.Turns, cfg.Hosts, cfg.Bots, cfg.FaultEvery)}
 	if cfg.Soak != nil {
 		rep.Config = cfg.Soak.describe(cfg)
+	}
+	if cfg.Load != nil {
+		rep.Config = cfg.Load.describe(cfg)
 	}
 	start := time.Now()
 	w := newWorkload(cfg)
@@ -239,6 +250,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		rng := rand.New(rand.NewPCG(cfg.Seed, 2))
 		stop := cfg.Soak.stopAt(ctx, start)
 		users.Go(func() { w.driveSoak(ctx, s, rng, "s01", stop) })
+	} else if cfg.Load != nil {
+		users.Go(func() { w.driveLoad(ctx, s, start) })
 	} else {
 		for i := range cfg.Sessions {
 			sid := fmt.Sprintf("s%02d", i+1)
@@ -257,6 +270,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Soak != nil {
 		w.soakHistory(ctx, s, rep.Soak)
 	}
+	if cfg.Load != nil {
+		rep.Load = w.loadReport()
+	}
 	return rep, nil
 }
 
@@ -273,19 +289,16 @@ const cardDeleteGrace = 10 * time.Second
 func (w *workload) check(s *stack, rep *Report) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	sn := s.slack.Snapshot()
-	rep.RateViolations = len(sn.Violations)
-	for _, v := range sn.Violations {
-		rep.Problems = append(rep.Problems, "rate: "+v.Detail)
+	rec := s.chatFake().records()
+	rep.Platform = rec.Platform
+	rep.RateViolations = len(rec.Violations)
+	for _, v := range rec.Violations {
+		rep.Problems = append(rep.Problems, "rate: "+v)
 	}
 	rep.Calls = len(w.calls)
 	rep.Approvals, rep.ClicksUnacked, rep.ClicksRetried = w.clickTotal, w.clickUnacked, w.clickRetried
 	rep.Replies = slices.Clone(w.replies)
-	for _, e := range sn.Sent {
-		if e.Unacked {
-			rep.EventsResent++
-		}
-	}
+	rep.EventsResent = rec.Resent
 	rep.FirstCard = [2]time.Duration{percentile(w.firstCard, 0.5), percentile(w.firstCard, 0.95)}
 	rep.ToolCard = [2]time.Duration{percentile(w.toolCard, 0.5), percentile(w.toolCard, 0.95)}
 
@@ -293,19 +306,11 @@ func (w *workload) check(s *stack, rep *Report) {
 	// card (the one message naming its calls' marker files) and a turn's
 	// approval notice (its text names the turn). Failure notices and the
 	// like repeat legitimately across turns, so exact text is not enough.
-	botID := s.slack.Options().BotID
 	answers := map[string]int{}
 	cards := map[string]map[string]bool{} // call ID → messages showing it
 	notices := map[string]int{}
-	for _, m := range sn.Messages[channel] {
-		if m.BotID != botID {
-			continue
-		}
-		root := m.ThreadTS
-		if root == "" {
-			root = m.TS
-		}
-		text := messageText(m)
+	for _, m := range rec.Bot {
+		root, text := m.Thread, m.Text
 		if am := answerRe.FindStringSubmatch(text); am != nil {
 			answers[am[1]+" "+am[2]]++
 		}
@@ -316,7 +321,7 @@ func (w *workload) check(s *stack, rep *Report) {
 			if cards[id[1]] == nil {
 				cards[id[1]] = map[string]bool{}
 			}
-			cards[id[1]][m.TS] = true
+			cards[id[1]][m.Ref] = true
 		}
 		if strings.HasPrefix(text, "✋ A command of turn ") {
 			notices[root+" "+text]++
@@ -327,9 +332,9 @@ func (w *workload) check(s *stack, rep *Report) {
 	// notices name commands too, and show no decisions.)
 	decisions := map[string]int{}
 	seenCall := map[string]bool{}
-	for _, m := range sn.Messages[channel] {
-		text := messageText(m)
-		if m.BotID != botID || strings.HasPrefix(text, "✋ ") {
+	for _, m := range rec.Bot {
+		text := m.Text
+		if strings.HasPrefix(text, "✋ ") {
 			continue
 		}
 		locs := cardRe.FindAllStringSubmatchIndex(text, -1)
@@ -372,9 +377,9 @@ func (w *workload) check(s *stack, rep *Report) {
 	// twice. (An extra card a bot could not delete is edited into a pointer
 	// that names no call; the fake keeps no earlier text, so how long it
 	// showed calls is not counted.)
-	for _, m := range sn.Deleted[channel] {
-		ids := cardRe.FindAllStringSubmatch(messageText(m), -1)
-		if m.BotID != botID || len(ids) == 0 || strings.HasPrefix(messageText(m), "✋ ") {
+	for _, m := range rec.Deleted {
+		ids := cardRe.FindAllStringSubmatch(m.Text, -1)
+		if len(ids) == 0 || strings.HasPrefix(m.Text, "✋ ") {
 			continue
 		}
 		up := m.Deleted.Sub(m.Posted)
@@ -383,12 +388,12 @@ func (w *workload) check(s *stack, rep *Report) {
 		if up <= w.cardDeleteGrace {
 			continue
 		}
-		rep.Problems = append(rep.Problems, fmt.Sprintf("status card %s stood %s before it was deleted as a duplicate", m.TS, up.Round(time.Millisecond)))
+		rep.Problems = append(rep.Problems, fmt.Sprintf("status card %s stood %s before it was deleted as a duplicate", m.Ref, up.Round(time.Millisecond)))
 		for _, id := range ids {
 			if cards[id[1]] == nil {
 				cards[id[1]] = map[string]bool{}
 			}
-			cards[id[1]][m.TS] = true
+			cards[id[1]][m.Ref] = true
 		}
 	}
 	for id, msgs := range cards {
@@ -433,7 +438,7 @@ func (w *workload) check(s *stack, rep *Report) {
 			rep.Answered++
 		default:
 			rep.TurnsLost++
-			rep.Problems = append(rep.Problems, fmt.Sprintf("turn %s %s: %s; %s", t.Session, t.Turn, t.Outcome, lastSeen(sn, t.Thread)))
+			rep.Problems = append(rep.Problems, fmt.Sprintf("turn %s %s: %s; %s", t.Session, t.Turn, t.Outcome, lastSeen(s.chatFake(), t.Thread)))
 		}
 	}
 	for sid := range sessions {
@@ -464,38 +469,10 @@ func (w *workload) check(s *stack, rep *Report) {
 		}
 	}
 	if w.cfg.Soak != nil {
-		rep.Soak = w.checkSoak(s, sn)
+		rep.Soak = w.checkSoak(s, s.slack.Snapshot())
 		rep.Problems = append(rep.Problems, rep.Soak.problems...)
 	}
 	sort.Strings(rep.Problems)
-}
-
-// lastSeen is what the user of a thread saw last: its newest bot messages,
-// as they read them, with the buttons they could click. A lost turn's
-// report carries it, so a stall can be told from the fakes alone (a card
-// that never offered the approval, or one that did).
-func lastSeen(sn fakeslack.Snapshot, thread string) string {
-	if thread == "" {
-		return "no thread"
-	}
-	msgs := sn.BotMessages(channel, thread)
-	if len(msgs) == 0 {
-		return "no bot message in thread " + thread
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "thread %s, its last bot messages:", thread)
-	for _, m := range msgs[max(0, len(msgs)-2):] {
-		text := messageText(m)
-		if len(text) > 700 {
-			text = "…" + text[len(text)-700:]
-		}
-		fmt.Fprintf(&b, " [%s, %d updates, last %s: %q buttons:", m.TS, m.Updates, m.Updated.Format("15:04:05.000"), text)
-		for _, btn := range m.Buttons() {
-			fmt.Fprintf(&b, " %s=%.60s", btn.ActionID, btn.Value)
-		}
-		b.WriteString("]")
-	}
-	return b.String()
 }
 
 var (
@@ -545,7 +522,7 @@ func (r Report) Markdown() string {
 	row("workspace changes lost from completed turns (must be 0)", r.ChangesLost)
 	row("chat messages posted twice (must be 0)", r.PostedTwice)
 	row("duplicate status cards deleted (longest stood)", fmt.Sprintf("%d (%s)", r.CardsDeleted, r.CardDeletedLongest.Round(time.Millisecond)))
-	row("Slack rate-limit violations (must be 0)", r.RateViolations)
+	row(r.Platform+" rate-limit violations (must be 0)", r.RateViolations)
 	row("approvals lost / decided twice (must be 0), of those checked on their card", fmt.Sprintf("%d / %d of %d", r.ApprovalsLost, r.ApprovalsTwice, r.ApprovalsChecked))
 	row("message → first status card, p50 / p95", fmt.Sprintf("%s / %s", r.FirstCard[0].Round(time.Millisecond), r.FirstCard[1].Round(time.Millisecond)))
 	row("tool done → card shows it, p50 / p95", fmt.Sprintf("%s / %s", r.ToolCard[0].Round(time.Millisecond), r.ToolCard[1].Round(time.Millisecond)))
@@ -559,6 +536,9 @@ func (r Report) Markdown() string {
 	row("faults injected", strings.Join(kinds, ", "))
 	if r.Soak != nil {
 		r.Soak.markdown(&b)
+	}
+	if r.Load != nil {
+		r.Load.markdown(&b, r)
 	}
 	return b.String()
 }

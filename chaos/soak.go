@@ -236,16 +236,16 @@ func (w *workload) soakFork(ctx context.Context, s *stack, rng *rand.Rand, paren
 		w.soak.forks = append(w.soak.forks, rec)
 		w.mu.Unlock()
 	}()
-	_, sent, ok := w.post(ctx, s, parent, "/fork")
-	if !ok {
+	_, asked, _, err := s.chat.post(ctx, parent, "/fork")
+	if err != nil {
 		rec.Outcome = "the /fork message was not delivered"
 		return
 	}
-	rec.Asked = sent.Message.TS
+	rec.Asked = asked
 	// The fork's thread: a new top-level bot message after the command,
 	// whose thread the bot opened with "Forked from".
 	wctx, cancel := context.WithTimeout(ctx, w.cfg.TurnTimeout)
-	_, err := s.slack.WaitFor(wctx, func(sn fakeslack.Snapshot) bool {
+	_, err = s.slack.WaitFor(wctx, func(sn fakeslack.Snapshot) bool {
 		for _, root := range forkRoots(sn, rec.Asked) {
 			for _, m := range botMessagesSince(sn, root, "") {
 				if strings.Contains(messageText(m), "Forked from") {
@@ -268,6 +268,7 @@ func (w *workload) soakFork(ctx context.Context, s *stack, rng *rand.Rand, paren
 			rec.Token = fmt.Sprintf("%sr%d", rec.ID, attempt)
 		}
 		var since string
+		var ok bool
 		if th, since, ok = w.send(ctx, s, rng, th, fmt.Sprintf("chaos forkcheck %s reads %s", rec.Token, marker)); !ok {
 			rec.Outcome = "lost"
 			return
@@ -301,12 +302,12 @@ func (w *workload) soakSwitch(ctx context.Context, s *stack, th chat.Thread, to 
 		w.soak.switches = append(w.soak.switches, rec)
 		w.mu.Unlock()
 	}()
-	_, sent, ok := w.post(ctx, s, th, "/backend "+to)
-	if !ok {
+	_, asked, _, err := s.chat.post(ctx, th, "/backend "+to)
+	if err != nil {
 		rec.Reply = "(the /backend message was not delivered)"
 		return false
 	}
-	rec.Asked = sent.Message.TS
+	rec.Asked = asked
 	// Its reply names the backend (a refusal too); anything else the bot
 	// posts after the command is a late message of the turn before.
 	wctx, cancel := context.WithTimeout(ctx, w.cfg.TurnTimeout)

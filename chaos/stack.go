@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandbot/sandbot/internal/devserver"
+	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 	"github.com/sandbot/sandbot/internal/testimage"
@@ -52,6 +53,12 @@ type stack struct {
 
 	model *fakeopenai.Server
 	slack *fakeslack.Server
+	// discord is the Discord fake, in place of the Slack fake
+	// (Config.Platform, discord.go).
+	discord *fakediscord.Server
+	// chat is the chat fake the bots are on, as the workload and the
+	// checks see it (the Slack fake, or the Discord fake in discord.go).
+	chat  chatFake
 	hosts []*proc
 	bots  []*proc
 
@@ -119,9 +126,21 @@ func startStack(ctx context.Context, cfg Config, w *workload, log *slog.Logger) 
 	// Slack sends an unacknowledged event again, about 3 s, 1 min and 5
 	// min later: an event delivered to a bot that was killed before it
 	// handed the event on comes back to a live replica.
-	s.slack = fakeslack.New(fakeslack.Options{TeamID: "TCHAOS", MinUpdateInterval: editInterval, RateLimitOverBudget: true,
-		Users:            []fakeslack.User{{ID: approver, Name: "alice"}},
-		RedeliverUnacked: []time.Duration{3 * time.Second, time.Minute, 5 * time.Minute}})
+	var botEnv []string
+	if cfg.Platform == PlatformDiscord {
+		botEnv = s.startDiscord()
+	} else {
+		s.slack = fakeslack.New(fakeslack.Options{TeamID: "TCHAOS", MinUpdateInterval: editInterval, RateLimitOverBudget: true,
+			Users:            []fakeslack.User{{ID: approver, Name: "alice"}},
+			RedeliverUnacked: []time.Duration{3 * time.Second, time.Minute, 5 * time.Minute}})
+		s.chat = slackFake{s.slack}
+		o := s.slack.Options()
+		botEnv = []string{
+			"SANDBOT_SLACK_BOT_TOKEN=" + o.BotToken,
+			"SANDBOT_SLACK_APP_TOKEN=" + o.AppToken,
+			"SANDBOT_SLACK_API_BASE=" + s.slack.URL(),
+		}
+	}
 
 	snap := filepath.Join(s.dir, "snapshots")
 	if slices.Contains(cfg.Faults, FaultDiskFull) {
@@ -173,12 +192,7 @@ func startStack(ctx context.Context, cfg Config, w *workload, log *slog.Logger) 
 			s.close()
 			return nil, err
 		}
-		o := s.slack.Options()
-		env := append(s.env(maddr),
-			"SANDBOT_SLACK_BOT_TOKEN="+o.BotToken,
-			"SANDBOT_SLACK_APP_TOKEN="+o.AppToken,
-			"SANDBOT_SLACK_API_BASE="+s.slack.URL(),
-		)
+		env := append(s.env(maddr), botEnv...)
 		p := newProc(fmt.Sprintf("bot-%d", i+1), botBin, s.dir, env)
 		if err := p.start(ctx, ""); err != nil {
 			s.close()
@@ -186,15 +200,28 @@ func startStack(ctx context.Context, cfg Config, w *workload, log *slog.Logger) 
 		}
 		s.bots = append(s.bots, p)
 	}
-	// Every replica has its Socket Mode connection open before the
-	// workload starts.
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if _, err := s.slack.WaitFor(wctx, func(sn fakeslack.Snapshot) bool { return sn.Open >= cfg.Bots }); err != nil {
+	// Every replica has its connection open before the workload starts.
+	if err := s.waitBotsConnected(ctx, cfg.Bots); err != nil {
 		s.close()
-		return nil, fmt.Errorf("bots connecting to Slack: %w", err)
+		return nil, err
 	}
 	return s, nil
+}
+
+func (s *stack) waitSlackConnected(ctx context.Context, bots int) error {
+	if _, err := s.slack.WaitFor(ctx, func(sn fakeslack.Snapshot) bool { return sn.Open >= bots }); err != nil {
+		return fmt.Errorf("bots connecting to Slack: %w", err)
+	}
+	return nil
+}
+
+// chatFake is the stack's chat fake; a stack built with only its Slack
+// fake (the check tests') reads that.
+func (s *stack) chatFake() chatFake {
+	if s.chat == nil {
+		return slackFake{s.slack}
+	}
+	return s.chat
 }
 
 func (s *stack) workerBanner(id string) string {
@@ -338,6 +365,9 @@ func (s *stack) close() {
 	}
 	if s.slack != nil {
 		s.slack.Close()
+	}
+	if s.discord != nil {
+		s.discord.Close()
 	}
 	if s.model != nil {
 		s.model.Close()

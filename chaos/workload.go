@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/sandbot/sandbot/chat"
-	"github.com/sandbot/sandbot/chat/slack"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 )
@@ -93,19 +92,21 @@ type workload struct {
 	// again. replies is every such reply, for the report.
 	awaiting map[string]clickWait
 	replies  []string
-	// soak is the soak user's record (soak.go).
+	// soak is the soak user's record (soak.go); load the load mode's
+	// (load.go; nil in the other modes).
 	soak soakState
+	load *loadState
 }
 
 // clickAckWait is how long a user waits for Slack to confirm a click: its
 // 3 s for the app's acknowledgement, and a little for the fake's record.
 const clickAckWait = 3500 * time.Millisecond
 
-// clickWait is an acknowledged click: the Slack fake's call sequence when
-// it was made, and its thread.
+// clickWait is an acknowledged click: the fake's position when it was
+// made (chatFake.mark), its thread and its ID.
 type clickWait struct {
-	seq    int
-	thread string
+	seq        int
+	thread, id string
 }
 
 type turnRecord struct {
@@ -289,12 +290,14 @@ func (f *modelFaults) next() (fakeopenai.Step, bool) {
 // a last turn that reads the markers back.
 func (w *workload) driveSession(ctx context.Context, s *stack, rng *rand.Rand, sid string) {
 	var th chat.Thread
-	for t := 1; t <= w.cfg.Turns; t++ {
+	for t := 1; t <= w.cfg.Turns && !w.load.over(sid); t++ {
 		if rec := w.runTurn(ctx, s, rng, &th, sid, t, ""); rec.Outcome == "lost" || th.Thread == "" {
 			return
 		}
 	}
-	w.verifySession(ctx, s, rng, th, sid, 0)
+	if th.Thread != "" { // "": the load mode's bound came before its first turn
+		w.verifySession(ctx, s, rng, th, sid, 0)
+	}
 }
 
 // callRange is how many calls a turn makes, at least and at most.
@@ -367,71 +370,33 @@ func (w *workload) verifySession(ctx context.Context, s *stack, rng *rand.Rand, 
 	}
 }
 
-// post writes text into th as the session's user (a mention at the
-// channel's root when th has no thread yet), delivered once, and returns
-// the thread, the message's ts and its envelopes.
-func (w *workload) post(ctx context.Context, s *stack, th chat.Thread, text string) (chat.Thread, fakeslack.Sent, bool) {
-	msg := fakeslack.UserMessage{User: approver, Channel: channel, Text: text}
-	if th.Thread == "" {
-		msg.Text = s.slack.Mention() + " " + text
-	} else {
-		msg.ThreadTS = th.Thread
-	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	sent, err := s.slack.SendMessage(sctx, msg)
-	cancel()
-	if err != nil {
-		return th, sent, false
-	}
-	if th.Thread == "" {
-		th = chat.Thread{Platform: slack.Platform, Workspace: s.slack.Options().TeamID, Channel: channel, Thread: sent.Message.TS}
-	}
-	return th, sent, true
-}
-
-// send posts text (see post) and delivers its events again 0–3 more
-// times, some of them later and so after the messages that follow. It
-// returns the message's ts.
+// send posts text into th as the session's user (see chatFake.post) and
+// delivers it again 0–3 more times, some of them later and so after the
+// messages that follow. It returns the thread and the message's ref.
 func (w *workload) send(ctx context.Context, s *stack, rng *rand.Rand, th chat.Thread, text string) (chat.Thread, string, bool) {
 	before := time.Now()
-	th, sent, ok := w.post(ctx, s, th, text)
-	if !ok {
+	th, since, again, err := s.chat.post(ctx, th, text)
+	if err != nil {
 		return th, "", false
 	}
 	extra := rng.IntN(w.cfg.MaxDeliveries)
-	delays := make([]time.Duration, extra)
-	for i := range delays {
-		delays[i] = time.Duration(rng.IntN(3000)) * time.Millisecond
-	}
-	for _, env := range sent.Envelopes {
-		for _, d := range delays {
-			go func() {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(d):
-				}
-				rctx, cancel := context.WithTimeout(ctx, time.Minute)
-				defer cancel()
-				_, _ = s.slack.Redeliver(rctx, env)
-			}()
-		}
+	for range extra {
+		d := time.Duration(rng.IntN(3000)) * time.Millisecond
+		go func() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+			again(ctx)
+		}()
 	}
 	// The first card: the first bot message in the thread after the
 	// user's.
-	since := sent.Message.TS
 	go func() {
 		wctx, cancel := context.WithTimeout(ctx, w.cfg.TurnTimeout)
 		defer cancel()
-		_, err := s.slack.WaitFor(wctx, func(sn fakeslack.Snapshot) bool {
-			for _, m := range botMessagesSince(sn, th.Thread, since) {
-				if m.User != approver {
-					return true
-				}
-			}
-			return false
-		})
-		if err == nil {
+		if s.chat.wait(wctx, func() bool { return len(s.chat.botMessages(th.Thread, since)) > 0 }) == nil {
 			w.mu.Lock()
 			w.firstCard = append(w.firstCard, time.Since(before))
 			w.mu.Unlock()
@@ -472,13 +437,12 @@ func tsLess(a, b string) bool {
 // reads the bot's messages after the user's message since.
 func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, since, want string) string {
 	deadline := time.Now().Add(w.cfg.TurnTimeout)
-	botID := s.slack.Options().BotID
 	// Failed cards of earlier attempts stay in the thread; only a new one
 	// is this attempt's.
 	failedBefore := map[string]bool{}
-	for _, m := range botMessagesSince(s.slack.Snapshot(), th.Thread, since) {
-		if strings.Contains(messageText(m), "❌ Failed") {
-			failedBefore[m.TS] = true
+	for _, m := range s.chat.botMessages(th.Thread, since) {
+		if strings.Contains(m.Text, "❌ Failed") {
+			failedBefore[m.Ref] = true
 		}
 	}
 	for {
@@ -486,39 +450,34 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, since, w
 			return "lost"
 		}
 		wctx, cancel := context.WithDeadline(ctx, deadline)
-		var click *fakeslack.Click
-		var value string
+		var msg botMessage
+		var btn *button
 		var outcome string
-		_, _ = s.slack.WaitFor(wctx, func(sn fakeslack.Snapshot) bool {
-			click, outcome = nil, ""
-			w.readReplies(sn, th.Thread)
-			msgs := botMessagesSince(sn, th.Thread, since)
+		_ = s.chat.wait(wctx, func() bool {
+			btn, outcome = nil, ""
+			w.readReplies(s.chat, th.Thread)
+			msgs := s.chat.botMessages(th.Thread, since)
 			for _, m := range msgs {
-				if m.BotID != botID {
-					continue
-				}
-				text := messageText(m)
-				if strings.Contains(text, want) {
+				if strings.Contains(m.Text, want) {
 					outcome = "answered"
 					return true
 				}
-				w.noteShownDone(text)
-				for _, b := range m.Buttons() {
-					if slack.ActionIDOf(b.ActionID) != chat.ActionApprove {
+				w.noteShownDone(m.Text)
+				for _, b := range m.Buttons {
+					if b.Action != chat.ActionApprove {
 						continue
 					}
 					w.mu.Lock()
 					clicked := w.clicks[b.Value]
 					w.mu.Unlock()
 					if clicked == 0 {
-						click = &fakeslack.Click{User: approver, Channel: channel, MessageTS: m.TS, ActionID: b.ActionID}
-						value = b.Value
+						msg, btn = m, &b
 						return true
 					}
 				}
 			}
 			for _, m := range msgs {
-				if m.BotID == botID && strings.Contains(messageText(m), "❌ Failed") && !failedBefore[m.TS] {
+				if strings.Contains(m.Text, "❌ Failed") && !failedBefore[m.Ref] {
 					outcome = "failed"
 					return true
 				}
@@ -529,23 +488,23 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, since, w
 		if outcome != "" {
 			return outcome
 		}
-		if click == nil {
+		if btn == nil {
 			continue
 		}
+		value := btn.Value
 		w.mu.Lock()
 		w.clicks[value]++
 		w.mu.Unlock()
-		seq := lastSeq(s.slack.Snapshot())
-		cctx, cancel := context.WithTimeout(ctx, time.Minute)
-		id, err := s.slack.ClickButton(cctx, *click)
-		cancel()
+		seq := s.chat.mark()
+		id, err := s.chat.click(ctx, msg, *btn)
 		unacked := false
 		if err == nil {
-			// Slack tells the user an app that does not acknowledge a
-			// click within 3 s did not respond (it never sends the click
-			// again): the bot that got it died. They click again.
+			// The platform tells the user an app that does not
+			// acknowledge a click within 3 s did not respond (it never
+			// sends the click again): the bot that got it died. They
+			// click again.
 			actx, cancel := context.WithTimeout(ctx, clickAckWait)
-			_, err = s.slack.WaitFor(actx, func(sn fakeslack.Snapshot) bool { return sn.Acked(id) })
+			err = s.chat.wait(actx, func() bool { return s.chat.acked(id) })
 			cancel()
 			unacked = err != nil
 		}
@@ -558,7 +517,7 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, since, w
 			if _, call, derr := chat.DecodeApproval(value); derr == nil {
 				w.approved[call] = true
 			}
-			w.awaiting[value] = clickWait{seq: seq, thread: th.Thread}
+			w.awaiting[value] = clickWait{seq: seq, thread: th.Thread, id: id}
 		}
 		if err != nil {
 			// Not delivered (no connection for a minute) or not
@@ -569,30 +528,27 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, since, w
 	}
 }
 
-// readReplies is the user of thread reading the private replies Slack
-// showed them after their acknowledged clicks: a refusal ("already
-// decided") ends the wait; any other reply says the click did not take
-// (the session could not be reached), so the button may be clicked again,
-// as a person would.
-func (w *workload) readReplies(sn fakeslack.Snapshot, thread string) {
+// readReplies is the user of thread reading the private replies the
+// platform showed them after their acknowledged clicks: a refusal
+// ("already decided") ends the wait; any other reply says the click did
+// not take (the session could not be reached), so the button may be
+// clicked again, as a person would.
+func (w *workload) readReplies(p chatFake, thread string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for value, cw := range w.awaiting {
 		if cw.thread != thread {
 			continue
 		}
-		for _, c := range sn.CallsTo("chat.postEphemeral") {
-			if c.Seq <= cw.seq || c.Error != "" || c.Form.Get("user") != approver || c.Form.Get("thread_ts") != thread {
-				continue
-			}
-			text := c.Form.Get("text")
-			w.replies = append(w.replies, text)
-			delete(w.awaiting, value)
-			if !strings.Contains(text, "already decided") {
-				w.clicks[value]--
-				w.clickRetried++
-			}
-			break
+		text, ok := p.reply(cw)
+		if !ok {
+			continue
+		}
+		w.replies = append(w.replies, text)
+		delete(w.awaiting, value)
+		if !strings.Contains(text, "already decided") {
+			w.clicks[value]--
+			w.clickRetried++
 		}
 	}
 }

@@ -1,6 +1,6 @@
 // Command chaos runs sandbot's chaos suite (package chaos) and prints its
-// report as Markdown: go run ./cmd/chaos [-long | -soak [-soak-turns N]]
-// [-seed N]. Run it from the source tree; it builds cmd/worker and cmd/bot
+// report as Markdown: go run ./cmd/chaos [-long | -soak [-soak-turns N] |
+// -load [-load-sessions N] [-load-turns T] [-load-for D]] [-seed N]. Run it from the source tree; it builds cmd/worker and cmd/bot
 // itself.
 package main
 
@@ -27,11 +27,23 @@ func main() {
 	flag.IntVar(&o.turns, "soak-turns", 1000, "the soak's turns")
 	flag.DurationVar(&o.For, "soak-for", 75*time.Minute, "the most time the soak's turns may take; it then reads the markers back and reports how far it got")
 	flag.BoolVar(&o.approve, "soak-approve", false, "the soak's calls each wait for the card's Approve click (about three times slower)")
+	var l loadOptions
+	flag.BoolVar(&l.on, "load", false, "the load mode: -load-sessions Discord sessions of -load-turns turns, every call approved")
+	flag.IntVar(&l.sessions, "load-sessions", 200, "the load mode's sessions")
+	flag.IntVar(&l.turns, "load-turns", 2, "the load mode's turns per session, before the read-back")
+	flag.DurationVar(&l.For, "load-for", 15*time.Minute, "the most time the load mode's turns may take; it then reads the markers back and reports how far it got")
 	flag.Parse()
-	if err := run(*long, o, *seed, *keep, *faults); err != nil {
+	if err := run(*long, o, l, *seed, *keep, *faults); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
+}
+
+// loadOptions are the load mode's flags.
+type loadOptions struct {
+	on              bool
+	sessions, turns int
+	For             time.Duration
 }
 
 // soakOptions are the soak's flags.
@@ -41,7 +53,7 @@ type soakOptions struct {
 	For         time.Duration
 }
 
-func run(long bool, soak soakOptions, seed uint64, keep bool, faults string) error {
+func run(long bool, soak soakOptions, load loadOptions, seed uint64, keep bool, faults string) error {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
@@ -54,6 +66,9 @@ func run(long bool, soak soakOptions, seed uint64, keep bool, faults string) err
 	}
 	cfg := chaos.Short(seed, dir)
 	switch {
+	case load.on:
+		cfg = chaos.Load(seed, dir, load.sessions, load.turns)
+		cfg.Load.For = load.For
 	case soak.on:
 		cfg = chaos.Soak(seed, dir, soak.turns)
 		cfg.Soak.For = soak.For
