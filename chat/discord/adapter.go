@@ -54,6 +54,11 @@ type Adapter struct {
 	contextSent *lru.Cache[string, struct{}]
 	seenInters  *lru.Cache[string, struct{}]
 	chans       *lru.Cache[string, chanInfo]
+
+	// tookOver holds, per channel, the time before which no edit goes out
+	// there: set by TookOver, spent by the next Edit (poster.go).
+	tookOverMu sync.Mutex
+	tookOver   map[string]time.Time
 }
 
 var (

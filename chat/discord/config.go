@@ -18,6 +18,7 @@ const (
 	DefaultEditInterval        = time.Second
 	DefaultInteractionTokenTTL = 15 * time.Minute
 	DefaultAckWithin           = 2 * time.Second
+	DefaultTakeoverWait        = 5 * time.Second
 	DefaultMaxAnswerParts      = 4
 	DefaultThreadAutoArchive   = 1440 // minutes
 )
@@ -73,6 +74,11 @@ type Config struct {
 	// respond and they click again, instead of a click that looked
 	// accepted deciding nothing.
 	AckWithin time.Duration
+	// TakeoverWait is how long the first edit of a status message this
+	// process took over waits (chat.TakeoverPacer), default 5 s: Discord's
+	// edit bucket (5 per 5 s per channel) is shared by every replica on the
+	// bot's token, while discordgo knows only this process's requests.
+	TakeoverWait time.Duration
 	// MaxAnswerParts is how many messages a long answer may be split into
 	// before it is uploaded as a file instead (default 4).
 	MaxAnswerParts int
@@ -104,6 +110,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AckWithin == 0 {
 		c.AckWithin = DefaultAckWithin
+	}
+	if c.TakeoverWait == 0 {
+		c.TakeoverWait = DefaultTakeoverWait
 	}
 	if c.MaxAnswerParts == 0 {
 		c.MaxAnswerParts = DefaultMaxAnswerParts

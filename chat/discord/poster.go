@@ -40,16 +40,59 @@ func (a *Adapter) Post(ctx context.Context, th chat.Thread, c chat.Card) (string
 	return msg.ID, nil
 }
 
-// Edit replaces message ref in th with c, buttons included.
+// Edit replaces message ref in th with c, buttons included. The first edit
+// after a takeover (TookOver) waits out the channel's window first.
 func (a *Adapter) Edit(ctx context.Context, th chat.Thread, ref string, c chat.Card) error {
 	m, err := ToMessage(c)
 	if err != nil {
 		return fmt.Errorf("discord: edit: %w", err)
 	}
+	if err := a.waitTakeover(ctx, target(th)); err != nil {
+		return fmt.Errorf("discord: edit %s in %s: %w", ref, target(th), err)
+	}
 	if _, err := a.s.ChannelMessageEditComplex(m.Edit(target(th), ref), discordgo.WithContext(ctx)); err != nil {
 		return fmt.Errorf("discord: edit %s in %s: %w", ref, target(th), err)
 	}
 	return nil
+}
+
+var _ chat.TakeoverPacer = (*Adapter)(nil)
+
+// TookOver implements chat.TakeoverPacer: the next edit in th's channel
+// waits Config.TakeoverWait. Discord keeps one edit bucket per channel (5
+// edits per 5 s) for every process on the bot's token, and discordgo paces
+// by the headers of this process's own requests only: a replica that took
+// a session's watch over, its bucket fresh, edited the card while the old
+// holder's edits still filled the window (the chaos suite's load mode: 6
+// edits within 5 s, answered 429). The card's view also starts with its
+// burst spent (chat.newView), which paces the edits after this one.
+func (a *Adapter) TookOver(th chat.Thread, _ string) {
+	a.tookOverMu.Lock()
+	defer a.tookOverMu.Unlock()
+	if a.tookOver == nil {
+		a.tookOver = map[string]time.Time{}
+	}
+	a.tookOver[target(th)] = time.Now().Add(a.cfg.TakeoverWait)
+}
+
+// waitTakeover waits until channel's takeover wait has passed, then
+// forgets it.
+func (a *Adapter) waitTakeover(ctx context.Context, channel string) error {
+	a.tookOverMu.Lock()
+	until, ok := a.tookOver[channel]
+	delete(a.tookOver, channel)
+	a.tookOverMu.Unlock()
+	if !ok {
+		return nil
+	}
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("waiting out another replica's edit window: %w", ctx.Err())
+	case <-t.C:
+		return nil
+	}
 }
 
 var _ chat.Deleter = (*Adapter)(nil)
