@@ -221,6 +221,9 @@ func (a *Adapter) decide(ctx context.Context, r *ireply, act chat.Action) {
 	// needs one), so the first answer sends it.
 	answer := func(ctx context.Context, rep chat.Reply) {
 		r.ackUpdate(ctx)
+		if r.answeredElsewhere() {
+			return
+		}
 		r.answer(ctx, rep)
 	}
 	th, err := a.interactionThread(ctx, r.i)

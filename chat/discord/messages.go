@@ -19,6 +19,7 @@ const (
 	codeInvalidToken       = 50027
 	codeUnknownWebhook     = 10015
 	codeUnknownInteraction = 10062
+	codeAlreadyAcked       = 40060
 )
 
 // chanInfo is what routing needs to know about a channel.

@@ -29,6 +29,10 @@ type ireply struct {
 	// out AckWithin, whichever comes first (see Adapter.decideThenAck).
 	ackMu sync.Mutex
 	acked bool
+	// elsewhere is set when Discord refused the acknowledgement as already
+	// sent: it delivers every interaction to every replica on the bot's
+	// token, and another one answered this click first.
+	elsewhere bool
 }
 
 // ackUpdate acknowledges a click with a deferred update of its message
@@ -40,7 +44,26 @@ func (r *ireply) ackUpdate(ctx context.Context) {
 		return
 	}
 	r.acked = true
-	r.respond(ctx, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
+	err := r.a.s.InteractionRespond(r.i, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate}, discordgo.WithContext(ctx))
+	if _, code := restCode(err); code == codeAlreadyAcked {
+		r.elsewhere = true
+		r.a.log.Info("interaction answered by another replica", "interaction_id", r.i.ID)
+		return
+	}
+	if err != nil {
+		r.a.log.Warn("interaction response failed", "interaction_id", r.i.ID, "type", discordgo.InteractionResponseDeferredMessageUpdate,
+			"after", time.Since(r.received).String(), "err", err)
+	}
+}
+
+// answeredElsewhere reports whether another replica acknowledged the
+// interaction first (see elsewhere): the click is its to answer, and a
+// reply from this one (the session's "already decided" for the decision
+// the other one just made) would reach the user after every click.
+func (r *ireply) answeredElsewhere() bool {
+	r.ackMu.Lock()
+	defer r.ackMu.Unlock()
+	return r.elsewhere
 }
 
 func (r *ireply) user() chat.User {
