@@ -16,9 +16,20 @@
 // files each command appends to in its workspace, read back by a last turn
 // of every session. Sandbot's own view of its sessions is not consulted.
 //
-// Run it with `go test ./chaos` (the short mode CI runs) or
-// `go test ./chaos -long` / `go run ./cmd/chaos`; docs/RELIABILITY.md has
-// the figures and how to reproduce them.
+// The load mode (load.go) runs the same users and checks on the Discord
+// fake instead (discord.go): hundreds of sessions, each its own thread,
+// started at a bounded pace and bounded in time, every call approved with
+// a click that reaches both bot replicas as a gateway interaction. Slack's
+// workspace-wide chat.update budget would bound such a load to about 25
+// approved calls a minute; Discord's limits are per thread and per bot,
+// which the Discord fake keeps (fakediscord.Budgets). The workload reads
+// either fake through chatFake (platform.go), so both platforms share one
+// user, one check and one report.
+//
+// Run it with `go test ./chaos -chaos` (the short mode), `-long`, `-soak`
+// or `-load`, or `go run ./cmd/chaos` with the same flags; plain `go test
+// ./chaos` runs the check tests and reports the modes as skipped.
+// docs/RELIABILITY.md has the figures and how to reproduce them.
 package chaos
 
 import (
