@@ -322,7 +322,7 @@ type Snapshot struct {
 	Sent []Envelope
 	// Hooks are posts to response_url.
 	Hooks []Hook
-	// Violations of the chat.update budget.
+	// Violations of the chat.update and chat.delete budgets.
 	Violations []Violation
 	// Connections counts websockets ever accepted; Open those still open.
 	Connections int
