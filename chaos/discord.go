@@ -136,13 +136,21 @@ func (p discordFake) acked(id string) bool {
 	return ok && in.Acked
 }
 
-// records reads every session thread of the channel. Discord resends no
-// event (the gateway has no acknowledgement), and the fake keeps no
-// deleted message's times, so Resent and Deleted stay empty.
+// records reads every session thread of the channel, and the bot messages
+// deleted from them with when they were posted and deleted. Discord
+// resends no event (the gateway has no acknowledgement), so Resent stays
+// empty.
 func (p discordFake) records() chatRecords {
 	r := chatRecords{Platform: "Discord"}
 	for _, th := range p.f.Threads(fakediscord.DefaultChannelID) {
 		r.Bot = append(r.Bot, p.botMessages(th.ID, "")...)
+		for _, m := range p.f.DeletedMessages(th.ID) {
+			if m.Author.ID == p.f.AppID() && !m.Ephemeral() && !m.DeletedAt.IsZero() {
+				bm := p.message(m, th.ID)
+				bm.Deleted = m.DeletedAt
+				r.Deleted = append(r.Deleted, bm)
+			}
+		}
 	}
 	for _, v := range p.f.Violations() {
 		r.Violations = append(r.Violations, fmt.Sprintf("%s (%s): %s", v.Route, v.Scope, v.Detail))

@@ -159,6 +159,10 @@ type Message struct {
 	// works it out from <@id> mentions and allowed_mentions.
 	Pinged  []string
 	Deleted bool
+	// DeletedAt is when a DELETE took the message out (zero when another
+	// path deleted it), so a check can tell a message deleted at once from
+	// one people read for minutes.
+	DeletedAt time.Time
 	// ThreadID is the thread started from this message, if any.
 	ThreadID string
 	// Reactions are the message's reactions, in the order their emoji

@@ -115,6 +115,15 @@ func TestReactionErrorsAreDiscords(t *testing.T) {
 	if st, code := restCode(t, s.MessageReactionAdd(fakediscord.DefaultChannelID, bm.ID, url.PathEscape("👀"))); st != http.StatusNotFound || code != fakediscord.CodeUnknownMessage {
 		t.Fatalf("deleted message: %d/%d", st, code)
 	}
+	// Messages leaves it out; DeletedMessages keeps it, with when it went.
+	for _, m := range f.Messages(fakediscord.DefaultChannelID) {
+		if m.ID == bm.ID {
+			t.Errorf("Messages lists the deleted message %s", bm.ID)
+		}
+	}
+	if gone := f.DeletedMessages(fakediscord.DefaultChannelID); len(gone) != 1 || gone[0].ID != bm.ID || gone[0].Content != "bye" || gone[0].DeletedAt.Before(gone[0].Created) {
+		t.Errorf("deleted messages = %+v, want %s with its delete time", gone, bm.ID)
+	}
 	if len(f.ReactionEvents()) != 0 || len(f.Reactions(um.ID)) != 0 {
 		t.Fatalf("refused reactions were stored: %+v", f.ReactionEvents())
 	}

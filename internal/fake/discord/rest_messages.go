@@ -270,7 +270,7 @@ func (s *Server) handleDeleteMessage(w http.ResponseWriter, r *http.Request, _ *
 		writeError(w, http.StatusNotFound, CodeUnknownMessage, "Unknown Message", nil)
 		return
 	}
-	m.Deleted = true
+	m.Deleted, m.DeletedAt = true, time.Now()
 	s.bump()
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)

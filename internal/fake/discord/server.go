@@ -309,6 +309,20 @@ func (s *Server) Messages(channelID string) []Message {
 	return out
 }
 
+// DeletedMessages returns the deleted messages of a channel (or thread) in
+// creation order, as they were when deleted: Messages leaves them out.
+func (s *Server) DeletedMessages(channelID string) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Message
+	for _, id := range s.byChannel[channelID] {
+		if m := s.messages[id]; m.ChannelID == channelID && m.Deleted {
+			out = append(out, m.clone())
+		}
+	}
+	return out
+}
+
 // Requests returns every REST request the fake answered, in order.
 func (s *Server) Requests() []Record {
 	s.mu.Lock()
