@@ -2,6 +2,7 @@ package discord_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -101,5 +102,40 @@ func TestClickAnsweredByAnotherReplicaGetsNoSecondReply(t *testing.T) {
 	}
 	if in := interaction(t, f, id); in.ResponseType != fakediscord.CallbackDeferUpdate || len(in.FollowUps) != 0 {
 		t.Fatalf("interaction answered with type %d and %d follow-ups; want one deferred update", in.ResponseType, len(in.FollowUps))
+	}
+}
+
+// TestMentionsInAChannelDoNotWaitForEachOther: each mention in a plain
+// channel starts a session of its own, so one whose handoff is slow (its
+// workflow starting on a loaded server) must not hold the next one back.
+// The first session's handoff here lasts until the second mention has been
+// handed on; with one queue per channel it would wait forever.
+func TestMentionsInAChannelDoNotWaitForEachOther(t *testing.T) {
+	t.Parallel()
+	f := fakediscord.Start(t, fakediscord.Options{})
+	second := make(chan struct{})
+	firstDone := make(chan error, 1)
+	rec := &chattest.Core{OnMessage: func(ctx context.Context, _ chat.Poster, m chat.Message) error {
+		switch m.Text {
+		case "first":
+			select {
+			case <-second:
+				firstDone <- nil
+			case <-time.After(waitTimeout):
+				firstDone <- errors.New("the second mention was not handed on while the first one's handoff went on")
+			}
+		case "second":
+			close(second)
+		}
+		return nil
+	}}
+	start(t, config(f), rec)
+	for _, text := range []string{"first", "second"} {
+		if _, err := f.UserMessage(fakediscord.DefaultChannelID, alice, bot()+text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
 	}
 }
