@@ -53,7 +53,11 @@ func Load(seed uint64, dir string, sessions, turns int) Config {
 	c.Sessions, c.Turns, c.Hosts, c.Bots = sessions, turns, 2, 2
 	c.Faults = nil
 	c.MaxDeliveries = 1
-	c.TurnTimeout = 10 * time.Minute
+	// A turn of 10 approved calls among 200 sessions on two shared
+	// cores takes minutes (each call waits for its click, its command and
+	// a model call, all queued behind the other sessions'): lost means
+	// not ended in 15 minutes.
+	c.TurnTimeout = 15 * time.Minute
 	c.Load = &LoadConfig{StartEvery: 250 * time.Millisecond, For: 15 * time.Minute}
 	return c
 }
