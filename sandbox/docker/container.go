@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,12 +31,25 @@ const stopGrace = 5 * time.Second
 // done (killing a command, removing a half-created container).
 const cleanupTimeout = 15 * time.Second
 
-// containerName derives the container's name from the session ID: readable
-// (sanitized, shortened) and unique (hash of the full ID). Being
-// deterministic, a retried Create finds and replaces the container of its
-// earlier attempt instead of leaking a second one.
-func containerName(sessionID string) string {
-	sum := sha256.Sum256([]byte(sessionID))
+// containerName derives the container's name from the session ID and the
+// backend's own labels (Options.Labels: the worker's names its deployment):
+// readable (the session ID, sanitized, shortened) and unique (a hash of the
+// full ID and those labels). Being deterministic, a retried Create finds and
+// replaces the container of its earlier attempt instead of leaking a second
+// one. The labels are in the hash because container names are global to a
+// daemon: two sandbot deployments sharing one can both have a session of
+// the same ID (the same Slack thread, or two test stacks replaying one
+// seed), and with the session's name alone each one's Create replaced the
+// other's live container, whose session then lost every change since its
+// last snapshot. With no labels the name is what it always was.
+func containerName(sessionID string, labels map[string]string) string {
+	h := sha256.New()
+	h.Write([]byte(sessionID))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		// NUL cannot occur in a label, so the encoding is unambiguous.
+		h.Write([]byte("\x00" + k + "\x00" + labels[k]))
+	}
+	sum := h.Sum(nil)
 	var b strings.Builder
 	b.WriteString("sandbot-")
 	for _, r := range sessionID {
@@ -53,7 +67,7 @@ func containerName(sessionID string) string {
 
 // Create starts a fresh container for spec.SessionID with an empty
 // workspace owned by the sandbox user. A container left over from an
-// earlier Create of the same session is removed first.
+// earlier Create of the same session in this deployment is removed first.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Handle, error) {
 	if spec.SessionID == "" {
 		return sandbox.Handle{}, errors.New("docker: create: empty session ID")
@@ -82,7 +96,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Handle
 	if n := b.opts.MaxFileBytes; n > 0 {
 		res.Ulimits = []*container.Ulimit{{Name: "fsize", Soft: n, Hard: n}}
 	}
-	name := containerName(spec.SessionID)
+	name := containerName(spec.SessionID, b.opts.Labels)
 	opts := client.ContainerCreateOptions{
 		Name: name,
 		Config: &container.Config{
@@ -105,7 +119,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Handle
 	}
 	created, err := b.cli.ContainerCreate(ctx, opts)
 	if cerrdefs.IsConflict(err) {
-		if rerr := b.removeLeftover(ctx, name, spec.SessionID); rerr != nil {
+		if rerr := b.removeLeftover(ctx, name, spec.SessionID, labels); rerr != nil {
 			return sandbox.Handle{}, rerr
 		}
 		created, err = b.cli.ContainerCreate(ctx, opts)
@@ -134,8 +148,11 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Handle
 
 // removeLeftover removes the container holding our name: one of a retried
 // Create, or a sandbox the session lost track of. Create promises a fresh
-// sandbox, so it goes, but only if its labels say it is this session's.
-func (b *Backend) removeLeftover(ctx context.Context, name, sessionID string) error {
+// sandbox, so it goes, but only if its labels say it is this session's and
+// this deployment's (the backend's own labels, with the values labels, the
+// new container's, gives them): another deployment's container is its live
+// sandbox, never a leftover of ours.
+func (b *Backend) removeLeftover(ctx context.Context, name, sessionID string, labels map[string]string) error {
 	info, err := b.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
 		return nil // removed meanwhile
@@ -143,7 +160,7 @@ func (b *Backend) removeLeftover(ctx context.Context, name, sessionID string) er
 	if err != nil {
 		return b.classify("create: inspect leftover container", err)
 	}
-	if cfg := info.Container.Config; cfg == nil || cfg.Labels[LabelManaged] != "true" || cfg.Labels[LabelSession] != sessionID {
+	if cfg := info.Container.Config; cfg == nil || cfg.Labels[LabelManaged] != "true" || cfg.Labels[LabelSession] != sessionID || !sameDeployment(cfg.Labels, labels, b.opts.Labels) {
 		return &userError{
 			msg:      fmt.Sprintf("docker: create: a container named %q that sandbot did not make for this session is in the way", name),
 			sentinel: sandbox.ErrUnavailable,
@@ -156,6 +173,18 @@ func (b *Backend) removeLeftover(ctx context.Context, name, sessionID string) er
 		return b.classify("create: remove leftover container", err)
 	}
 	return nil
+}
+
+// sameDeployment reports whether a container's labels (have) carry every
+// one of the backend's own label keys with the value a new container gets
+// (want, the merged labels of Create).
+func sameDeployment(have, want, own map[string]string) bool {
+	for k := range own {
+		if have[k] != want[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // prepare makes the workspace directory owned by the sandbox user and

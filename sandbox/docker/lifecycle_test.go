@@ -299,3 +299,57 @@ func TestSweepStaysWithinItsDeployment(t *testing.T) {
 		t.Errorf("another deployment's sandbox was touched: alive=%v err=%v", alive, err)
 	}
 }
+
+// Two deployments on one daemon can have a session of the same ID (two
+// chaos stacks replaying one seed did: their soaks lost 11 to 22 completed
+// changes each, all in their docker turns). Neither's Create may take the
+// other's container as its own leftover: before container names counted
+// the deployment, the second Create removed the first's live sandbox.
+func TestCreateLeavesAnotherDeploymentsSandbox(t *testing.T) {
+	mine := newBackend(t, docker.Options{Labels: map[string]string{"sandbot.deployment": "cluster-a/ns/queue-" + t.Name()}})
+	theirs := newBackend(t, docker.Options{Labels: map[string]string{"sandbot.deployment": "cluster-b/ns/queue-" + t.Name()}})
+	ctx := ctxT(t)
+	spec := sandbox.Spec{SessionID: "session/slack/T/C/1700000000.000700-" + t.Name()}
+	own, err := mine.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mine.Destroy(context.Background(), own) })
+	sandboxtest.Sh(t, mine, own, "echo kept > f.txt")
+	other, err := theirs.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("the other deployment's Create of the same session: %v", err)
+	}
+	t.Cleanup(func() { _ = theirs.Destroy(context.Background(), other) })
+	if alive, err := mine.Alive(ctx, own); err != nil || !alive {
+		t.Fatalf("this deployment's sandbox after the other's Create: Alive = %v, %v; want it untouched", alive, err)
+	}
+	if got := sandboxtest.Sh(t, mine, own, "cat f.txt"); got != "kept\n" {
+		t.Errorf("this deployment's workspace reads %q, want its file", got)
+	}
+	if own.Meta["name"] == other.Meta["name"] {
+		t.Errorf("both deployments' containers are named %q", own.Meta["name"])
+	}
+
+	// A container of this deployment's name and session that another
+	// deployment labelled is not a leftover of ours either.
+	cli, image := testEnv(t)
+	name := own.Meta["name"]
+	if err := mine.Destroy(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: &container.Config{Image: image, Cmd: []string{"true"},
+		Labels: map[string]string{docker.LabelManaged: "true", docker.LabelSession: spec.SessionID, "sandbot.deployment": "cluster-c/ns/queue"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = cli.ContainerRemove(context.Background(), foreign.ID, client.ContainerRemoveOptions{Force: true})
+	})
+	if _, err := mine.Create(ctx, spec); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "in the way") {
+		t.Errorf("Create over another deployment's container: %v; want sandbox.ErrUnavailable saying it is in the way", err)
+	}
+	if _, err := cli.ContainerInspect(ctx, foreign.ID, client.ContainerInspectOptions{}); err != nil {
+		t.Errorf("another deployment's container removed: %v", err)
+	}
+}
