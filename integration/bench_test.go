@@ -106,8 +106,11 @@ func (f *workFloor) replay(reqs []fakeopenai.RecordedRequest) {
 	f.mu.Unlock()
 }
 
-// FloorModel makes the i-th model call of the turn being replayed.
-func (f *workFloor) FloorModel(ctx context.Context, i int) error {
+// FloorModel makes the i-th model call of the turn being replayed and
+// returns the model's answer, as any workflow that runs an agent must get
+// it back: the answer's trip through Temporal is real work, not
+// orchestration.
+func (f *workFloor) FloorModel(ctx context.Context, i int) (agent.ModelResponse, error) {
 	f.mu.Lock()
 	var msgs []session.Message
 	if i < len(f.turn) {
@@ -115,15 +118,19 @@ func (f *workFloor) FloorModel(ctx context.Context, i int) error {
 	}
 	f.mu.Unlock()
 	if msgs == nil {
-		return fmt.Errorf("floor: no recorded model call %d to replay", i)
+		return agent.ModelResponse{}, fmt.Errorf("floor: no recorded model call %d to replay", i)
 	}
-	_, err := f.model.Complete(ctx, agent.ModelRequest{Messages: msgs})
-	return err
+	return f.model.Complete(ctx, agent.ModelRequest{Messages: msgs})
 }
 
-func (f *workFloor) FloorExec(ctx context.Context) error {
-	_, err := f.backend.Exec(ctx, f.handle, sandbox.Cmd{Command: "true"})
-	return err
+// FloorExec runs `true` and returns its result, as the session's exec
+// activity returns its command's.
+func (f *workFloor) FloorExec(ctx context.Context) (sandbox.ExecResult, error) {
+	r, err := f.backend.Exec(ctx, f.handle, sandbox.Cmd{Command: "true"})
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	return sandbox.ExecResult{Results: []sandbox.CommandResult{{Command: "true", Result: r}}}, nil
 }
 
 func (f *workFloor) FloorFingerprint(ctx context.Context) error {
@@ -141,13 +148,15 @@ func workFloorWorkflow(ctx workflow.Context, calls int) (time.Duration, error) {
 	var f *workFloor
 	start := workflow.Now(ctx)
 	for i := 0; i <= calls; i++ {
-		if err := workflow.ExecuteActivity(ctx, f.FloorModel, i).Get(ctx, nil); err != nil {
+		var answer agent.ModelResponse
+		if err := workflow.ExecuteActivity(ctx, f.FloorModel, i).Get(ctx, &answer); err != nil {
 			return 0, err
 		}
 		if i == calls {
 			break
 		}
-		if err := workflow.ExecuteActivity(ctx, f.FloorExec).Get(ctx, nil); err != nil {
+		var result sandbox.ExecResult
+		if err := workflow.ExecuteActivity(ctx, f.FloorExec).Get(ctx, &result); err != nil {
 			return 0, err
 		}
 	}
