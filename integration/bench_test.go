@@ -133,6 +133,20 @@ func (f *workFloor) FloorExec(ctx context.Context) (sandbox.ExecResult, error) {
 	return sandbox.ExecResult{Results: []sandbox.CommandResult{{Command: "true", Result: r}}}, nil
 }
 
+// FloorModelDiscard and FloorExecDiscard are the earlier floor's
+// activities: the same work, with its result dropped in the activity. The
+// benchmark still reports the ratio against them, so the effect of the
+// floor's change shows in the same run.
+func (f *workFloor) FloorModelDiscard(ctx context.Context, i int) error {
+	_, err := f.FloorModel(ctx, i)
+	return err
+}
+
+func (f *workFloor) FloorExecDiscard(ctx context.Context) error {
+	_, err := f.FloorExec(ctx)
+	return err
+}
+
 func (f *workFloor) FloorFingerprint(ctx context.Context) error {
 	_, err := f.backend.(sandbox.Fingerprinter).Fingerprint(ctx, f.handle)
 	return err
@@ -140,20 +154,33 @@ func (f *workFloor) FloorFingerprint(ctx context.Context) error {
 
 // workFloorWorkflow runs calls rounds of model call + exec, a last model
 // call and a fingerprint, as a turn of calls tool calls does, and returns
-// the workflow time it took.
-func workFloorWorkflow(ctx workflow.Context, calls int) (time.Duration, error) {
+// the workflow time it took. With discard its activities drop their
+// results (the floor before 2026-12-06's second session).
+func workFloorWorkflow(ctx workflow.Context, calls int, discard bool) (time.Duration, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
 	var f *workFloor
 	start := workflow.Now(ctx)
 	for i := 0; i <= calls; i++ {
-		var answer agent.ModelResponse
-		if err := workflow.ExecuteActivity(ctx, f.FloorModel, i).Get(ctx, &answer); err != nil {
-			return 0, err
+		if discard {
+			if err := workflow.ExecuteActivity(ctx, f.FloorModelDiscard, i).Get(ctx, nil); err != nil {
+				return 0, err
+			}
+		} else {
+			var answer agent.ModelResponse
+			if err := workflow.ExecuteActivity(ctx, f.FloorModel, i).Get(ctx, &answer); err != nil {
+				return 0, err
+			}
 		}
 		if i == calls {
 			break
+		}
+		if discard {
+			if err := workflow.ExecuteActivity(ctx, f.FloorExecDiscard).Get(ctx, nil); err != nil {
+				return 0, err
+			}
+			continue
 		}
 		var result sandbox.ExecResult
 		if err := workflow.ExecuteActivity(ctx, f.FloorExec).Get(ctx, &result); err != nil {
@@ -252,7 +279,7 @@ func turnOverhead(b *testing.B, singleHost bool) {
 	before := len(s.model.Requests())
 
 	for n := 0; n < b.N; n++ {
-		var turnDur, floorDur, workDur []time.Duration
+		var turnDur, floorDur, workDur, dropDur []time.Duration
 		activities := 0
 		for i := 0; i < turns; i++ {
 			turn := s.state(th).Turn + 1
@@ -289,32 +316,42 @@ func turnOverhead(b *testing.B, singleHost bool) {
 			}
 			floorDur = append(floorDur, d)
 
-			run, err = s.c.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: workQueue}, workFloorWorkflow, calls)
-			if err != nil {
-				b.Fatal(err)
+			for _, discard := range []bool{false, true} {
+				run, err = s.c.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: workQueue}, workFloorWorkflow, calls, discard)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := run.Get(s.ctx, &d); err != nil {
+					b.Fatal(err)
+				}
+				if discard {
+					dropDur = append(dropDur, d)
+				} else {
+					workDur = append(workDur, d)
+				}
 			}
-			if err := run.Get(s.ctx, &d); err != nil {
-				b.Fatal(err)
-			}
-			workDur = append(workDur, d)
 		}
 		ratios := make([]time.Duration, turns)
 		workRatios := make([]time.Duration, turns)
+		dropRatios := make([]time.Duration, turns)
 		for i := range turnDur {
+			dropRatios[i] = time.Duration(float64(turnDur[i]) / float64(dropDur[i]) * 1000)
 			// Ratios scaled by 1000 to reuse the duration median.
 			ratios[i] = time.Duration(float64(turnDur[i]) / float64(floorDur[i]) * 1000)
 			workRatios[i] = time.Duration(float64(turnDur[i]) / float64(workDur[i]) * 1000)
 		}
 		mt, mf, mr := median(turnDur), median(floorDur), float64(median(ratios))/1000
 		mw, mwr := median(workDur), float64(median(workRatios))/1000
+		md, mdr := median(dropDur), float64(median(dropRatios))/1000
 		b.ReportMetric(float64(mt.Microseconds())/1000, "ms/turn")
 		b.ReportMetric(float64(mf.Microseconds())/1000, "ms/floor")
 		b.ReportMetric(mr, "median-ratio")
 		b.ReportMetric(float64(mw.Microseconds())/1000, "ms/work-floor")
 		b.ReportMetric(mwr, "median-work-ratio")
+		b.ReportMetric(mdr, "median-discard-ratio")
 		b.ReportMetric(float64(activities), "activities/turn")
-		b.Logf("%d turns of %d tool calls: median turn %s, median floor (%d no-op activities) %s, median ratio %.2f; median real-work floor %s, median ratio %.2f",
-			turns, calls, mt, activities, mf, mr, mw, mwr)
+		b.Logf("%d turns of %d tool calls: median turn %s, median floor (%d no-op activities) %s, median ratio %.2f; median real-work floor %s, median ratio %.2f; the same floor dropping its results %s, median ratio %.2f",
+			turns, calls, mt, activities, mf, mr, mw, mwr, md, mdr)
 	}
 }
 

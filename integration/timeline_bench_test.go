@@ -41,7 +41,7 @@ func turnTimeline(b *testing.B, singleHost bool) {
 			s.say(th, fmt.Sprintf("tl-%d-%d", n, i), "go")
 			s.waitStateEvery(th, 500*time.Millisecond, "turn", func(ts session.TurnState) bool { return ts.Turn == turn && done(ts) })
 			floor.replay(s.model.Requests()[before:])
-			run, err := s.c.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: workQueue}, workFloorWorkflow, 10)
+			run, err := s.c.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: workQueue}, workFloorWorkflow, 10, false)
 			if err != nil {
 				b.Fatal(err)
 			}
