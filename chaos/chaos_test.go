@@ -83,19 +83,7 @@ func TestSoak(t *testing.T) {
 		cfg.ApprovalMode = "unless-readonly"
 	}
 	pickFaults(t, &cfg)
-	// The test's own deadline bounds the soak too, leaving time to stop
-	// the stack and print the report.
-	deadline := time.Now().Add(*soakFor + 10*time.Minute)
-	if dl, ok := t.Deadline(); ok {
-		deadline = dl.Add(-90 * time.Second)
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	rep, err := Run(ctx, cfg)
-	if err != nil {
-		t.Fatalf("seed %d: %v", s, err)
-	}
-	finish(t, s, dir, rep)
+	rep := runBounded(t, s, dir, cfg, *soakFor)
 	if rep.Answered == 0 || rep.Calls == 0 {
 		t.Fatalf("seed %d: the soak did not run (answered %d, calls %d)", s, rep.Answered, rep.Calls)
 	}
@@ -116,7 +104,18 @@ func TestLoad(t *testing.T) {
 	cfg.Log = log
 	cfg.Load.For = *loadFor
 	pickFaults(t, &cfg)
-	deadline := time.Now().Add(*loadFor + 10*time.Minute)
+	rep := runBounded(t, s, dir, cfg, *loadFor)
+	if rep.Answered == 0 || rep.Calls == 0 || rep.Approvals == 0 {
+		t.Fatalf("seed %d: the load did not run (answered %d, calls %d, approvals %d)", s, rep.Answered, rep.Calls, rep.Approvals)
+	}
+}
+
+// runBounded runs a soak or load configuration and reports it. The
+// test's own deadline bounds the run too (else the mode's bound plus ten
+// minutes), leaving time to stop the stack and print the report.
+func runBounded(t *testing.T, s uint64, dir string, cfg Config, bound time.Duration) Report {
+	t.Helper()
+	deadline := time.Now().Add(bound + 10*time.Minute)
 	if dl, ok := t.Deadline(); ok {
 		deadline = dl.Add(-90 * time.Second)
 	}
@@ -127,9 +126,7 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("seed %d: %v", s, err)
 	}
 	finish(t, s, dir, rep)
-	if rep.Answered == 0 || rep.Calls == 0 || rep.Approvals == 0 {
-		t.Fatalf("seed %d: the load did not run (answered %d, calls %d, approvals %d)", s, rep.Answered, rep.Calls, rep.Approvals)
-	}
+	return rep
 }
 
 // setUp checks the tools a run needs and returns its seed (printed with

@@ -77,18 +77,26 @@ func (s *Server) deleteLocked(req request, now time.Time) result {
 // deleteBudgetLocked accounts one chat.delete against the workspace's
 // per-minute budget; a zero result means it may proceed.
 func (s *Server) deleteBudgetLocked(channel, ts string, now time.Time) result {
+	return s.perMinuteLocked(&s.deletes, "chat.delete", s.opts.DeletesPerMinute, channel, ts, now)
+}
+
+// perMinuteLocked accounts one call of method against a workspace budget
+// of calls a minute, whose recent calls are *window. Over budget it
+// answers 429 (RateLimitOverBudget) or records a violation and lets the
+// call through; a zero result means the call may proceed.
+func (s *Server) perMinuteLocked(window *[]time.Time, method string, budget int, channel, ts string, now time.Time) result {
 	cut := now.Add(-time.Minute)
-	s.deletes = slices.DeleteFunc(s.deletes, func(t time.Time) bool { return !t.After(cut) })
-	if len(s.deletes) >= s.opts.DeletesPerMinute {
+	*window = slices.DeleteFunc(*window, func(t time.Time) bool { return !t.After(cut) })
+	if len(*window) >= budget {
 		if s.opts.RateLimitOverBudget {
-			wait := s.deletes[0].Add(time.Minute).Sub(now)
+			wait := (*window)[0].Add(time.Minute).Sub(now)
 			return result{status: http.StatusTooManyRequests, retryAfter: int(wait/time.Second) + 1}
 		}
 		s.viols = append(s.viols, Violation{
 			Kind: "per_minute", Channel: channel, TS: ts, At: now,
-			Detail: fmt.Sprintf("%d chat.delete calls within one minute (budget %d)", len(s.deletes)+1, s.opts.DeletesPerMinute),
+			Detail: fmt.Sprintf("%d %s calls within one minute (budget %d)", len(*window)+1, method, budget),
 		})
 	}
-	s.deletes = append(s.deletes, now)
+	*window = append(*window, now)
 	return result{}
 }

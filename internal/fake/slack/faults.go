@@ -41,25 +41,9 @@ type budget struct {
 // the call may proceed.
 func (s *Server) budgetLocked(channel, ts string, now time.Time) result {
 	b := &s.budget
-	cut := now.Add(-time.Minute)
-	keep := b.window[:0]
-	for _, t := range b.window {
-		if t.After(cut) {
-			keep = append(keep, t)
-		}
+	if r := s.perMinuteLocked(&b.window, "chat.update", s.opts.UpdatesPerMinute, channel, ts, now); r.status != 0 {
+		return r
 	}
-	b.window = keep
-	if len(b.window) >= s.opts.UpdatesPerMinute {
-		if s.opts.RateLimitOverBudget {
-			wait := b.window[0].Add(time.Minute).Sub(now)
-			return result{status: http.StatusTooManyRequests, retryAfter: int(wait/time.Second) + 1}
-		}
-		s.viols = append(s.viols, Violation{
-			Kind: "per_minute", Channel: channel, TS: ts, At: now,
-			Detail: fmt.Sprintf("%d chat.update calls within one minute (budget %d)", len(b.window)+1, s.opts.UpdatesPerMinute),
-		})
-	}
-	b.window = append(b.window, now)
 	key := channel + "/" + ts
 	if iv := s.opts.MinUpdateInterval; iv > 0 {
 		full := b.full[key]
