@@ -282,7 +282,10 @@ var actionDecisions = map[string]session.Decision{
 // session's approve update; a rejection by its validator (the user may not
 // approve, the approval expired or was already decided) is answered with
 // a.Reply (ephemeral) and changes nothing else. On success the session's
-// turn watcher re-renders the card (showing who decided) promptly.
+// turn watcher re-renders the card (showing who decided) promptly. A copy
+// of a click whose decision the session took already (Discord delivers
+// each click to every replica; a.Click names it) is a success too, so
+// whichever replica answers first, the user reads no refusal.
 //
 // Adapters call it after acknowledging the click. It returns an error only
 // for internal failures, after telling the user something went wrong.
@@ -341,12 +344,18 @@ func (c *Core) HandleAction(ctx context.Context, p Poster, a Action) error {
 		}
 		callID = full
 	}
-	_, err = c.s.Approve(cctx, id, session.ApproveRequest{CallID: callID, Decision: decision, Reason: a.Reason, User: a.User})
+	res, err := c.s.Approve(cctx, id, session.ApproveRequest{CallID: callID, Decision: decision, Reason: a.Reason, User: a.User, Click: a.Click})
 	if err != nil {
 		reply(UserMessage(err))
 		return c.internal(err, "approval", id)
 	}
-	c.log.Info("approval decided", "workflow_id", id, "call_id", callID, "decision", decision, "user", a.User.ID)
+	if res.Repeat {
+		// Another replica's copy of this click decided: nothing to tell
+		// the user but what the card shows, as for the first copy.
+		c.log.Info("approval decided by another replica's copy of the click", "workflow_id", id, "call_id", callID, "click", a.Click)
+	} else {
+		c.log.Info("approval decided", "workflow_id", id, "call_id", callID, "decision", decision, "user", a.User.ID)
+	}
 	c.nudge(ctx, p, loc)
 	return nil
 }

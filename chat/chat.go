@@ -73,6 +73,11 @@ type Action struct {
 	Reason string
 	User   User
 	Thread Thread
+	// Click is the platform's identity of the click (Discord's interaction
+	// ID, Slack's trigger ID), "" if it gives none. Every replica that
+	// receives one click passes the same Click, so the session knows a copy
+	// of a click that decided already (session.ApproveRequest.Click).
+	Click string
 	// Reply answers the clicking user privately (ephemeral). Adapters must
 	// set it.
 	Reply func(ctx context.Context, text string) error

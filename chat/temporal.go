@@ -180,10 +180,16 @@ func (t *TemporalSessions) TurnState(ctx context.Context, id string) (session.Tu
 	return ts, err
 }
 
-// Approve implements Sessions.
+// Approve implements Sessions. A decision the session refuses because
+// this very click (req.Click) decided the call already, through another
+// replica's copy of it, is the success it is: Repeat, no error.
 func (t *TemporalSessions) Approve(ctx context.Context, id string, req session.ApproveRequest) (session.ApproveResponse, error) {
 	var r session.ApproveResponse
 	err := t.update(ctx, id, session.UpdateApprove, &req, &r)
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == session.ErrTypeClickDecided {
+		return session.ApproveResponse{Repeat: true}, nil
+	}
 	return r, err
 }
 

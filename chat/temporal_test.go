@@ -211,6 +211,28 @@ func TestTemporalValidatorRejectionIsUserError(t *testing.T) {
 	}
 }
 
+// TestTemporalCopyOfADecidingClickIsARepeat: the session refuses a copy
+// of the click that decided (another replica's delivery of it) with
+// ErrTypeClickDecided; Approve reports it as the success it is, and still
+// sends the click's ID.
+func TestTemporalCopyOfADecidingClickIsARepeat(t *testing.T) {
+	f := &frontend{}
+	f.outcome = &updatepb.Outcome{Value: &updatepb.Outcome_Failure{Failure: &failurepb.Failure{
+		Message:     "this click decided the call already",
+		FailureInfo: &failurepb.Failure_ApplicationFailureInfo{ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: session.ErrTypeClickDecided}},
+	}}}
+	s := chat.NewTemporalSessions(startFrontend(t, f), chat.TemporalOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := s.Approve(ctx, testThread.ID(), session.ApproveRequest{CallID: "c1", Decision: session.DecisionApprove, Click: "1400000000000000001"})
+	if err != nil || !res.Repeat {
+		t.Fatalf("approve of a copy of the deciding click: %+v, %v; want a repeat, no error", res, err)
+	}
+	if in := string(f.updates[0].GetRequest().GetInput().GetArgs().GetPayloads()[0].GetData()); !strings.Contains(in, `"click":"1400000000000000001"`) {
+		t.Errorf("the update did not carry the click: %s", in)
+	}
+}
+
 func TestTemporalQueriesAndNotFound(t *testing.T) {
 	f := &frontend{}
 	f.queryAns = payloads(t, session.TurnState{Turn: 3, Version: 11, Status: session.StatusThinking})

@@ -211,6 +211,19 @@ type ApproveRequest struct {
 	Decision Decision `json:"decision"`
 	Reason   string   `json:"reason,omitempty"`
 	User     User     `json:"user"`
+	// Click is the platform's identity of the click that decided (Discord's
+	// interaction ID, Slack's trigger ID), "" when the platform gives none.
+	// Discord delivers a click to every bot replica, and each sends the
+	// decision: the session keeps the click with the decision it took and
+	// answers the same click again with ErrTypeClickDecided, which the bot
+	// takes as the success it is (the click did decide). Requests without
+	// it (bots of an older build) are judged as before.
+	//
+	// It is not signed: workers of the build before it verify the fields
+	// they know, and it carries no authority (a request still needs a
+	// signature over the call, decision, reason and user, and a repeat is
+	// refused all the same, only with another error type).
+	Click string `json:"click,omitempty"`
 	// Auth is the bot's signature (see Signature).
 	Auth Signature `json:"auth,omitzero"`
 }
@@ -218,7 +231,17 @@ type ApproveRequest struct {
 // ApproveResponse confirms a decision.
 type ApproveResponse struct {
 	Command string `json:"command"`
+	// Repeat is set by the bot's client (never by the session) when the
+	// session answered that this very click had decided the call already
+	// (ErrTypeClickDecided): another replica's copy of the click came first.
+	Repeat bool `json:"repeat,omitempty"`
 }
+
+// ErrTypeClickDecided is the error type with which the workflow refuses a
+// decision whose click (ApproveRequest.Click) already decided the call: a
+// second replica's copy of one click. A refusal leaves no trace in the
+// history, where accepting the copy would add two events per click.
+const ErrTypeClickDecided = "ClickDecided"
 
 // PauseRequest, StopRequest, DestroyRequest and ResumeRequest carry who asked.
 type (

@@ -80,6 +80,9 @@ type DecisionRecord struct {
 	// Auto is true when a standing "approve always" covered the call.
 	Auto bool `json:"auto,omitempty"`
 	Turn int  `json:"turn"`
+	// Click is the platform's identity of the click that decided
+	// (ApproveRequest.Click), so a copy of it is known as the same click.
+	Click string `json:"click,omitempty"`
 }
 
 // TurnState is what the bot polls (QueryTurnState). Version changes on every

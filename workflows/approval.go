@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sandbot/sandbot/session"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -83,6 +84,11 @@ func (s *sessionRun) validateApprove(ctx workflow.Context, req session.ApproveRe
 	}
 	p := s.st.Last.Pending
 	if p == nil || p.CallID != req.CallID || s.decision != nil {
+		if d := s.sameClick(req); d != nil {
+			// Another bot replica's copy of the click that decided: the
+			// click did what it asked, so this is no refusal to show.
+			return temporal.NewApplicationError(fmt.Sprintf("this click decided the call already (%s by %s)", d.Decision, displayName(d.User)), session.ErrTypeClickDecided)
+		}
 		if d := s.decided(req.CallID); d != nil {
 			if d.Expired {
 				return fmt.Errorf("this approval request expired at %s; the command was not run", d.At.UTC().Format("15:04 MST"))
@@ -104,6 +110,23 @@ func (s *sessionRun) validateApprove(ctx workflow.Context, req session.ApproveRe
 	return nil
 }
 
+// sameClick finds the decision req's click took already: the one waiting
+// for the turn to take it, or one recorded, on the same call with the same
+// decision by the same user. nil when req carries no click.
+func (s *sessionRun) sameClick(req session.ApproveRequest) *session.DecisionRecord {
+	if req.Click == "" {
+		return nil
+	}
+	d := s.decision
+	if d == nil || d.CallID != req.CallID {
+		d = s.decided(req.CallID)
+	}
+	if d == nil || d.Click != req.Click || d.Decision != req.Decision || d.User.ID != req.User.ID {
+		return nil
+	}
+	return d
+}
+
 // decided finds a decision on callID in this turn or the log.
 func (s *sessionRun) decided(callID string) *session.DecisionRecord {
 	if c := s.call(callID); c != nil && c.Decision != nil {
@@ -121,7 +144,7 @@ func (s *sessionRun) onApprove(ctx workflow.Context, req session.ApproveRequest)
 	p := s.st.Last.Pending
 	d := session.DecisionRecord{
 		CallID: req.CallID, Command: p.Command, Decision: req.Decision, Reason: req.Reason,
-		User: req.User, At: workflow.Now(ctx), Turn: s.st.Turn,
+		User: req.User, At: workflow.Now(ctx), Turn: s.st.Turn, Click: req.Click,
 	}
 	s.decision = &d
 	return session.ApproveResponse{Command: p.Command}, nil

@@ -264,6 +264,13 @@ func (f *Sessions) Approve(_ context.Context, id string, req session.ApproveRequ
 	}
 	p := s.ts.Pending
 	if p == nil || p.CallID != req.CallID {
+		for _, c := range s.ts.ToolCalls {
+			if d := c.Decision; req.Click != "" && c.CallID == req.CallID && d != nil && d.Click == req.Click && d.Decision == req.Decision && d.User.ID == req.User.ID {
+				// A copy of the click that decided (the workflow's
+				// ErrTypeClickDecided, as TemporalSessions reports it).
+				return session.ApproveResponse{Repeat: true}, nil
+			}
+		}
 		return session.ApproveResponse{}, &chat.UserError{Msg: "This approval is no longer pending."}
 	}
 	allowed := req.User.ID == s.start.Owner.ID || slices.Contains(f.Approvers, req.User.ID)
@@ -277,7 +284,7 @@ func (f *Sessions) Approve(_ context.Context, id string, req session.ApproveRequ
 	for i := range s.ts.ToolCalls {
 		c := &s.ts.ToolCalls[i]
 		if c.CallID == req.CallID {
-			c.Decision = &session.DecisionRecord{CallID: c.CallID, Command: p.Command, Decision: req.Decision, Reason: req.Reason, User: req.User, At: time.Now(), Turn: s.ts.Turn}
+			c.Decision = &session.DecisionRecord{CallID: c.CallID, Command: p.Command, Decision: req.Decision, Reason: req.Reason, User: req.User, At: time.Now(), Turn: s.ts.Turn, Click: req.Click}
 			c.Status = session.CallRunning
 			if req.Decision == session.DecisionReject {
 				c.Status = session.CallRejected

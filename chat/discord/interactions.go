@@ -121,7 +121,9 @@ func (a *Adapter) handleButton(ctx context.Context, r *ireply) {
 		r.respond(ctx, rejectModal(r.i.MessageComponentData().CustomID))
 		return
 	}
-	a.decideThenAck(ctx, r, chat.Action{ID: action, Value: value, User: u})
+	// Click: every replica receives this interaction, and its ID tells the
+	// session that the copies are one click.
+	a.decideThenAck(ctx, r, chat.Action{ID: action, Value: value, User: u, Click: r.i.ID})
 }
 
 // decideThenAck decides act and acknowledges the interaction once the
@@ -179,7 +181,7 @@ func (a *Adapter) handleModal(ctx context.Context, r *ireply) {
 	// A submit from a button's modal is acknowledged with a deferred
 	// update of the button's message once decided; one without a message
 	// was deferred above, and ackUpdate does nothing.
-	a.decideThenAck(ctx, r, chat.Action{ID: action, Value: value, Reason: reason, User: r.user()})
+	a.decideThenAck(ctx, r, chat.Action{ID: action, Value: value, Reason: reason, User: r.user(), Click: r.i.ID})
 }
 
 // decider is the core's pre-check of who may decide an approval

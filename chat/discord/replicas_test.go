@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/chattest"
+	"github.com/sandbot/sandbot/chat/discord"
 	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
+	"github.com/sandbot/sandbot/session"
 )
 
 // TestTakeoverWaitsOutTheOtherReplicasWindow: two replicas on one bot
@@ -137,5 +140,144 @@ func TestMentionsInAChannelDoNotWaitForEachOther(t *testing.T) {
 	}
 	if err := <-firstDone; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// clickGate runs one replica's decisions through shared fake sessions in
+// an order the test sets: before runs ahead of the decision, after once
+// the session answered it.
+type clickGate struct {
+	*chattest.Sessions
+	before func()
+	after  func(res session.ApproveResponse, err error)
+}
+
+func (g clickGate) Approve(ctx context.Context, id string, req session.ApproveRequest) (session.ApproveResponse, error) {
+	if g.before != nil {
+		g.before()
+	}
+	res, err := g.Sessions.Approve(ctx, id, req)
+	if g.after != nil {
+		g.after(res, err)
+	}
+	return res, err
+}
+
+// startStoppable is start with a stop that returns once the adapter's
+// handlers in flight have ended.
+func startStoppable(t *testing.T, cfg discord.Config, core chat.Handler) (stop func()) {
+	t.Helper()
+	a, err := discord.New(cfg, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, core) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		t.Fatalf("Run ended before ready: %v", err)
+	case <-time.After(waitTimeout):
+		t.Fatal("adapter not ready")
+	}
+	return stop
+}
+
+// TestACopyOfAClickAnswersLikeTheClick: both replicas receive one click
+// and hand it to the session with the interaction's ID (chat.Action.Click).
+// The session takes the first replica's decision and answers the second
+// replica's copy as the same click, so the second replica, although it
+// acknowledges the interaction first here, tells the user nothing: what
+// the card shows is the answer. Without the click's ID the copy is
+// refused ("no longer pending" in the fake, "already decided" in the
+// workflow) and the user reads that after a click that took (the chaos
+// suite's load mode: 973 of 2,916 clicks).
+func TestACopyOfAClickAnswersLikeTheClick(t *testing.T) {
+	t.Parallel()
+	f := fakediscord.Start(t, fakediscord.Options{})
+	fs := &chattest.Sessions{ApproverRoles: []string{approverRole}}
+	core := func(s chat.Sessions) *chat.Core {
+		b := config(f).Budget()
+		b.MinEditInterval = 5 * time.Millisecond
+		c := chat.NewCore(chat.CoreConfig{Budgets: map[string]chat.Budget{discord.Platform: b},
+			PollMin: 5 * time.Millisecond, PollMax: 20 * time.Millisecond}, s, testLog(t))
+		t.Cleanup(c.Close)
+		return c
+	}
+	var id string
+	clicked := make(chan struct{})
+	decided := make(chan struct{})
+	// The first replica's decision is taken; it acknowledges the click
+	// only once the second replica has.
+	first := config(f)
+	first.AckWithin = time.Hour
+	stopFirst := startStoppable(t, first, core(clickGate{Sessions: fs, after: func(session.ApproveResponse, error) {
+		close(decided)
+		<-clicked
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		_ = f.Wait(ctx, "the second replica's acknowledgement", func() bool { in, _ := f.Interaction(id); return in.Acked })
+	}}))
+	um, err := f.UserMessage(fakediscord.DefaultChannelID, alice, bot()+"clean the build")
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := chat.Thread{Platform: "discord", Workspace: fakediscord.DefaultGuildID, Channel: fakediscord.DefaultChannelID, Thread: um.ID}
+	ref := statusRef(t, f, fs, th.ID())
+	fs.Set(th.ID(), func(ts *session.TurnState) {
+		ts.ToolCalls = []session.ToolCallState{{CallID: "call_1", Name: "shell", Commands: []string{"rm -rf build"}, Status: session.CallAwaitingApproval}}
+		ts.Status = session.StatusAwaitingApproval
+		ts.Pending = &session.PendingApproval{CallID: "call_1", Command: "rm -rf build", AskedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
+	})
+	approve := customIDOf(t, edited(t, f, ref, "approval buttons", hasApprovalButtons), "approve:")
+
+	// The second replica connects now (it took no part in the mention) and
+	// decides only once the first replica's decision was taken.
+	var copyRes session.ApproveResponse
+	var copyErr error
+	copied := make(chan struct{})
+	stopSecond := startStoppable(t, config(f), core(clickGate{Sessions: fs,
+		before: func() { <-decided },
+		after: func(res session.ApproveResponse, err error) {
+			copyRes, copyErr = res, err
+			close(copied)
+		},
+	}))
+	wait(t, f, "both replicas on the gateway", func() bool { return f.Connected() >= 2 })
+	id, err = f.ClickButton(ref, alice, approve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(clicked)
+	select {
+	case <-copied:
+	case <-time.After(waitTimeout):
+		t.Fatal("the second replica never handed the click on")
+	}
+	// Each replica's answer to the click is complete once it has stopped.
+	stopSecond()
+	stopFirst()
+
+	if copyErr != nil || !copyRes.Repeat {
+		t.Fatalf("the second replica's copy of the click: %+v, %v; want a repeat of the first one's decision", copyRes, copyErr)
+	}
+	if in := interaction(t, f, id); in.ResponseType != fakediscord.CallbackDeferUpdate || len(in.FollowUps) != 0 {
+		t.Fatalf("interaction answered with type %d and %d follow-ups; want one deferred update and nothing else", in.ResponseType, len(in.FollowUps))
+	}
+	for _, m := range f.Messages(th.Thread) {
+		if m.Interaction == id {
+			t.Fatalf("the user got a reply to a click that took: %q", m.Content)
+		}
 	}
 }

@@ -100,7 +100,7 @@ func (a *Adapter) onButton(ctx context.Context, cb slackgo.InteractionCallback, 
 	}
 	user := a.clickUser(ctx, cb)
 	id := ActionIDOf(act.ActionID)
-	action := chat.Action{ID: id, Value: act.Value, User: user, Thread: th, Reply: reply}
+	action := chat.Action{ID: id, Value: act.Value, User: user, Thread: th, Reply: reply, Click: clickID(cb, act)}
 	if id == chat.ActionViewOutput || id == chat.ActionViewCall {
 		return a.onViewOutput(ctx, cb, action)
 	}
@@ -124,6 +124,17 @@ func (a *Adapter) onButton(ctx context.Context, cb slackgo.InteractionCallback, 
 		a.log.Warn("slack: reject modal failed; rejecting without a reason", "thread_id", th.ID(), "err", err)
 	}
 	return a.core.HandleAction(ctx, a, action)
+}
+
+// clickID is the identity of a click (chat.Action.Click): its payload's
+// trigger ID, the same in every delivery of the payload (a retry Slack
+// sends when an acknowledgement is late may reach another replica), or the
+// action's timestamp where there is none.
+func clickID(cb slackgo.InteractionCallback, act *slackgo.BlockAction) string {
+	if cb.TriggerID != "" {
+		return cb.TriggerID
+	}
+	return act.ActionTs
 }
 
 // located reports whether th names a place to act in: a channel and a
@@ -182,7 +193,7 @@ func (a *Adapter) onRejectSubmit(ctx context.Context, cb slackgo.InteractionCall
 	}
 	user := a.clickUser(ctx, cb)
 	return a.core.HandleAction(ctx, a, chat.Action{
-		ID: chat.ActionReject, Value: meta.Value, Reason: reason, User: user, Thread: th,
+		ID: chat.ActionReject, Value: meta.Value, Reason: reason, User: user, Thread: th, Click: cb.TriggerID,
 		Reply: func(ctx context.Context, text string) error {
 			return a.ephemeral(ctx, th.Channel, th.Thread, user.ID, text)
 		},
