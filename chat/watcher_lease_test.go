@@ -3,6 +3,7 @@ package chat_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -153,5 +154,112 @@ func TestMessageDuringLeaseReleaseKeepsOneHolder(t *testing.T) {
 	}
 	for _, u := range unheld {
 		t.Error(u)
+	}
+}
+
+// awaitingCall is turn's state while its call call_x waits for approval.
+func awaitingCall(turn int, v int64) session.TurnState {
+	return session.TurnState{Turn: turn, Version: v, Status: session.StatusAwaitingApproval, Backend: "local",
+		ToolCalls: []session.ToolCallState{{CallID: "call_x", Name: "shell", Commands: []string{"touch f"}, Status: session.CallAwaitingApproval}},
+		Pending:   &session.PendingApproval{CallID: "call_x", Command: "touch f", Reason: "not read-only"}}
+}
+
+// A watcher whose last view of a turn is older than its end — it saw a
+// call waiting for approval, then its next poll found the next turn
+// running — must not draw that old view over the card. The long chaos run
+// "lost" an approval this way: the user's click was decided and the call
+// ran, another replica finished the turn (its card showed the decision)
+// and answered it, and the first replica's watcher, polling again after a
+// server restart, finalized the card from its last view: the call
+// undecided, "ended between two updates".
+func TestMissedTurnAnsweredElsewhereKeepsItsCard(t *testing.T) {
+	six := running(6, 20)
+	six.Previous = &session.TurnEnd{Turn: 5, Status: session.StatusComplete, FinalText: "five", FinalRef: "t9", FinalClaim: "bot-b"}
+	f := &chattest.Sessions{
+		SendFn:      sendTurn(5, false),
+		TurnStateFn: (&script{states: []session.TurnState{awaitingCall(5, 3), six}}).next,
+		WatchFn: func(_ string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error) {
+			return session.ClaimWatchResponse{Granted: !req.Release, Holder: req.Claimer}, nil
+		},
+	}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) { cfg.ReplicaID = "bot-a" })
+	p := &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg("e5", "do it")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	if len(p.ops("post")) != 1 {
+		t.Fatalf("cards posted: %d, want the turn's one", len(p.ops("post")))
+	}
+	for _, e := range p.ops("edit") {
+		t.Errorf("card %s edited from the old view after another replica finished the turn:\n%s", e.Ref, allText(e.Card))
+	}
+	if got := answers(p); len(got) != 0 {
+		t.Errorf("answers posted: %q; bot-b posted it", got)
+	}
+}
+
+// answers are the texts posted but approval notices.
+func answers(p *recPoster) []string {
+	var out []string
+	for _, s := range texts(p) {
+		if !strings.HasPrefix(s, "✋ ") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// A watcher that finishes a turn it last saw waiting for an approval (the
+// next turn began between two polls, and no other replica answered it)
+// shows the decision the session recorded since, not the call undecided.
+func TestMissedTurnShowsDecisionsMadeSince(t *testing.T) {
+	six := running(6, 20)
+	six.Previous = &session.TurnEnd{Turn: 5, Status: session.StatusComplete, FinalText: "five"}
+	ann := session.User{ID: "U1", Name: "ann"}
+	f := &chattest.Sessions{
+		SendFn:      sendTurn(5, false),
+		TurnStateFn: (&script{states: []session.TurnState{awaitingCall(5, 3), six}}).next,
+		WatchFn: func(_ string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error) {
+			return session.ClaimWatchResponse{Granted: !req.Release, Holder: req.Claimer}, nil
+		},
+		InfoFn: func(string) (session.Info, error) {
+			return session.Info{Decisions: []session.DecisionRecord{
+				{CallID: "call_x", Decision: session.DecisionReject, User: ann, Turn: 2}, // an earlier turn's call of the same ID
+				{CallID: "call_x", Command: "touch f", Decision: session.DecisionApprove, User: ann, Turn: 5},
+			}}, nil
+		},
+		HistoryFn: func(string, session.HistoryRequest) ([]session.HistoryEntry, error) {
+			return []session.HistoryEntry{{Turn: 5, Msg: session.Message{Role: session.RoleAssistant, Content: "five"}}}, nil
+		},
+		ClaimFn: func(string, session.ClaimFinalRequest) (session.ClaimFinalResponse, error) {
+			return session.ClaimFinalResponse{Granted: true}, nil
+		},
+	}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) { cfg.ReplicaID = "bot-a" })
+	p := &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg("e5", "do it")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	edits := p.ops("edit")
+	if len(edits) == 0 {
+		t.Fatal("the card was never finalized")
+	}
+	last := allText(edits[len(edits)-1].Card)
+	if !strings.Contains(last, "approved by") || strings.Contains(last, "rejected by") {
+		t.Errorf("final card does not show the turn's decision (approved by ann):\n%s", last)
+	}
+	for _, bl := range edits[len(edits)-1].Card.Blocks {
+		for _, b := range bl.Buttons {
+			if b.ID == chat.ActionApprove {
+				t.Errorf("final card still offers Approve:\n%s", last)
+			}
+		}
+	}
+	if got := answers(p); len(got) != 1 || got[0] != "five" {
+		t.Errorf("answers posted: %q, want [five]", got)
 	}
 }

@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -455,8 +456,25 @@ func finalText(ts session.TurnState) string {
 // missed finalizes a turn that ended between two polls (the next turn has
 // already started): its card gets a last edit from the last state seen,
 // and its answer comes from the transcript.
+//
+// The last state seen may be old: this watcher's polls may have failed for
+// a while (a server restart), or it may have stood by while another
+// replica held the lease and finished the turn. So a turn whose answer
+// another replica claimed or posted is left alone: that replica saw the
+// turn end and made the card's last edit from it (finish edits before it
+// claims), and an edit from the older view would take decisions and
+// results off the card again (the long chaos run's approval "lost" after
+// its click: the card showed the call undecided). And the calls' decisions
+// come from the session's log, which the old view may predate.
 func (w *watcher) missed(ctx context.Context, v *view, next session.TurnState) {
+	if p := next.Previous; p != nil && p.Turn == v.turn && answeredElsewhere(p, w.cfg.ReplicaID) {
+		w.log.Info("watcher: another replica finished the turn this one last saw; leaving its card as that replica left it",
+			"turn", v.turn, "final_claim", p.FinalClaim, "final_ref", p.FinalRef)
+		return
+	}
 	st := v.last
+	st.ToolCalls = slices.Clone(st.ToolCalls)
+	w.addDecisions(ctx, &st)
 	st.Status = session.StatusComplete
 	if p := next.Previous; p != nil && p.Turn == v.turn {
 		// How it really ended: stopped or failed turns must not show as
@@ -485,6 +503,54 @@ func (w *watcher) missed(ctx context.Context, v *view, next session.TurnState) {
 		w.catchUp(ctx, v.turn, v.turn+1, next.Turn)
 	}
 	w.markMessages(ctx, st)
+}
+
+// answeredElsewhere reports whether another replica claimed or posted the
+// answer of the turn p ended.
+func answeredElsewhere(p *session.TurnEnd, me string) bool {
+	return p.FinalRef != "" || (p.FinalClaim != "" && p.FinalClaim != me)
+}
+
+// addDecisions fills in the decisions, from the session's log, of the calls
+// of st (a state last seen before its turn ended) that show none: a
+// decision made after the last poll is on record there. A call approved
+// since is no longer waiting; one rejected did not run. If the session
+// cannot be asked, st stays as it was seen.
+func (w *watcher) addDecisions(ctx context.Context, st *session.TurnState) {
+	undecided := false
+	for _, c := range st.ToolCalls {
+		undecided = undecided || c.Decision == nil
+	}
+	if !undecided {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	info, err := w.feed.Info(cctx, w.id)
+	cancel()
+	if err != nil {
+		w.log.Warn("watcher: the session's decisions for a turn that ended unseen", "turn", st.Turn, "err", err)
+		return
+	}
+	for i := range st.ToolCalls {
+		c := &st.ToolCalls[i]
+		if c.Decision != nil {
+			continue
+		}
+		for j := len(info.Decisions) - 1; j >= 0; j-- {
+			d := info.Decisions[j]
+			if d.CallID != c.CallID || d.Turn != st.Turn {
+				continue
+			}
+			c.Decision = &d
+			switch {
+			case d.Decision == session.DecisionReject:
+				c.Status = session.CallRejected
+			case c.Status == session.CallAwaitingApproval:
+				c.Status = session.CallPending
+			}
+			break
+		}
+	}
 }
 
 // catchUp posts the answer of a turn in [from, to) that this watcher never
