@@ -343,6 +343,7 @@ func (w *workload) check(s *stack, rep *Report) {
 	// notices name commands too, and show no decisions.)
 	decisions := map[string]int{}
 	seenCall := map[string]bool{}
+	callLines := map[string]string{} // a call's line on the card that shows it, for the report
 	for _, m := range rec.Bot {
 		text := m.Text
 		if strings.HasPrefix(text, "✋ ") {
@@ -357,6 +358,7 @@ func (w *workload) check(s *stack, rep *Report) {
 			}
 			seg := text[l[0]:end]
 			seenCall[id] = true
+			callLines[id] = seg
 			n := strings.Count(seg, "approved by") + strings.Count(seg, "approved always by") + strings.Count(seg, "rejected by")
 			decisions[id] = max(decisions[id], n)
 		}
@@ -369,7 +371,7 @@ func (w *workload) check(s *stack, rep *Report) {
 		switch n := decisions[id]; {
 		case n == 0:
 			rep.ApprovalsLost++
-			rep.Problems = append(rep.Problems, fmt.Sprintf("call %s: its approval was acknowledged and its card shows no decision", id))
+			rep.Problems = append(rep.Problems, fmt.Sprintf("call %s: its approval was acknowledged and its card shows no decision; its line: %q; its clicks: %s", id, callLines[id], strings.Join(w.clickLog[id], "; ")))
 		case n > 1:
 			rep.ApprovalsTwice++
 			rep.Problems = append(rep.Problems, fmt.Sprintf("call %s: its card shows %d decisions", id, n))

@@ -92,6 +92,10 @@ type workload struct {
 	// again. replies is every such reply, for the report.
 	awaiting map[string]clickWait
 	replies  []string
+	// clickLog is, per call, what became of each click on its buttons
+	// (acknowledged or not, the reply read after it), for the report of a
+	// call whose approval is lost.
+	clickLog map[string][]string
 	// soak is the soak user's record (soak.go); load the load mode's
 	// (load.go; nil in the other modes).
 	soak soakState
@@ -124,7 +128,7 @@ type turnRecord struct {
 func newWorkload(cfg Config) *workload {
 	return &workload{cfg: cfg, flaps: &modelFaults{}, cardDeleteGrace: cardDeleteGrace, calls: map[string]bool{}, results: map[string]string{},
 		verified: map[string]string{}, doneAt: map[string]time.Time{}, shown: map[string]bool{}, clicks: map[string]int{},
-		approved: map[string]bool{}, awaiting: map[string]clickWait{},
+		approved: map[string]bool{}, awaiting: map[string]clickWait{}, clickLog: map[string][]string{},
 		soak: soakState{memory: map[string][]MemSample{}}}
 }
 
@@ -513,6 +517,9 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, since, w
 		if unacked {
 			w.clickUnacked++
 		}
+		if _, call, derr := chat.DecodeApproval(value); derr == nil {
+			w.clickLog[call] = append(w.clickLog[call], fmt.Sprintf("%s click %s: acknowledged %t, err %v", time.Now().UTC().Format("15:04:05.000"), id, err == nil, err))
+		}
 		if err == nil {
 			if _, call, derr := chat.DecodeApproval(value); derr == nil {
 				w.approved[call] = true
@@ -545,6 +552,9 @@ func (w *workload) readReplies(p chatFake, thread string) {
 			continue
 		}
 		w.replies = append(w.replies, text)
+		if _, call, derr := chat.DecodeApproval(value); derr == nil {
+			w.clickLog[call] = append(w.clickLog[call], fmt.Sprintf("%s reply to click %s: %q", time.Now().UTC().Format("15:04:05.000"), cw.id, text))
+		}
 		delete(w.awaiting, value)
 		if !strings.Contains(text, "already decided") {
 			w.clicks[value]--
