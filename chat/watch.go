@@ -24,11 +24,14 @@ type watchers struct {
 	mu     sync.Mutex
 	m      map[string]*watcher // by workflow ID
 	closed bool
+	// unsettled are the unrecorded cards of ended watchers, handed to the
+	// session's next watcher (under mu).
+	unsettled *unsettledCards
 }
 
 func newWatchers(newWatcher func(p Poster, th Thread) *watcher) *watchers {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &watchers{newWatcher: newWatcher, ctx: ctx, cancel: cancel, m: map[string]*watcher{}}
+	return &watchers{newWatcher: newWatcher, ctx: ctx, cancel: cancel, m: map[string]*watcher{}, unsettled: newUnsettledCards()}
 }
 
 // watch makes sure a watcher follows th's session up to turn. It is
@@ -57,6 +60,8 @@ func (ws *watchers) watchHeld(p Poster, th Thread, turn int, fresh bool, asked t
 		return
 	}
 	w := ws.newWatcher(p, th)
+	// Before the goroutine starts, which owns them from then on.
+	w.unrecorded = ws.unsettled.take(id)
 	w.raise(turn, fresh)
 	if !asked.IsZero() {
 		// Before the goroutine starts, which owns these from then on.
@@ -100,6 +105,8 @@ func (ws *watchers) release(w *watcher, last int, ok bool) (next int, more bool)
 	if g := w.goal(); g > goal && !ws.closed {
 		return g, true
 	}
+	// The goroutine is done with them: the next watcher settles them.
+	ws.unsettled.put(w.id, w.unrecorded)
 	delete(ws.m, w.id)
 	return 0, false
 }

@@ -37,6 +37,38 @@ type unrecordedCard struct {
 	ref  string
 }
 
+// unsettledCards keeps, per session, the unrecorded cards of a watcher
+// that ended before it could settle them (it gave up after failed polls,
+// or its turn ended), for the session's next watcher in this process to
+// settle: forgotten, such a card stayed in the thread beside the turn's
+// recorded one (the chaos suite's load mode, session s091). Watchers hand
+// them over under the watchers' lock (see watchers), so one session's are
+// never settled by two watchers. A nil *unsettledCards keeps nothing.
+type unsettledCards struct {
+	m map[string][]unrecordedCard
+}
+
+func newUnsettledCards() *unsettledCards { return &unsettledCards{m: map[string][]unrecordedCard{}} }
+
+// unsettledKept bounds the sessions kept; past it, new ones are not.
+const unsettledKept = 4096
+
+func (u *unsettledCards) put(id string, cs []unrecordedCard) {
+	if u == nil || len(cs) == 0 || len(u.m) >= unsettledKept {
+		return
+	}
+	u.m[id] = append(u.m[id], cs...)
+}
+
+func (u *unsettledCards) take(id string) []unrecordedCard {
+	if u == nil {
+		return nil
+	}
+	cs := u.m[id]
+	delete(u.m, id)
+	return cs
+}
+
 // recordCard records ref, the status card this watcher just posted for v's
 // turn showing card. Refused because another card was recorded first, it
 // deletes its own and adopts that one; failed otherwise, it keeps the card
@@ -71,10 +103,18 @@ func (w *watcher) settleCards(ctx context.Context, v *view, ts session.TurnState
 	}
 	keep := w.unrecorded[:0]
 	for _, c := range w.unrecorded {
+		prev := ts.Previous
 		switch {
+		case prev != nil && prev.Turn == c.turn && prev.StatusRef != "":
+			// The turn ended; the session says which card it recorded.
+			if prev.StatusRef != c.ref {
+				w.log.Info("watcher: another status card was recorded for the turn that ended; deleting ours", "turn", c.turn, "ours", c.ref, "recorded", prev.StatusRef)
+				w.dropCard(ctx, c.turn, c.ref)
+			}
 		case c.turn != ts.Turn:
-			// The session keeps no card ref of a past turn to compare
-			// with: the card may be the turn's only one, so it stays.
+			// The session keeps no card ref of this turn to compare with
+			// (older than the one before, or a build that carries none
+			// over): the card may be the turn's only one, so it stays.
 			w.log.Warn("watcher: the turn ended before its status card was recorded; it stays as posted", "turn", c.turn, "ref", c.ref, "session_turn", ts.Turn)
 		case ts.StatusRef == c.ref:
 			// Recorded after all (the call that timed out had landed).

@@ -2,6 +2,7 @@ package chat_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -367,5 +368,84 @@ func awaitCard(t *testing.T, f *chattest.Sessions, id, ref string) {
 		case <-deadline:
 			t.Fatalf("the session recorded card %q, want %q", f.Get(id).StatusRef, ref)
 		}
+	}
+}
+
+// recDeleter is a recPoster that deletes.
+type recDeleter struct{ *recPoster }
+
+func (p recDeleter) Delete(_ context.Context, _ chat.Thread, ref string) error {
+	p.add(posterEvent{Op: "delete", Ref: ref})
+	return nil
+}
+
+// A status card whose record failed without an answer (the call timed
+// out) is settled by the session's next watcher in this process when the
+// watcher that posted it ends first (it gave up after failed polls), and
+// against the card the session recorded for that turn once the turn has
+// ended (TurnEnd.StatusRef). The chaos suite's load mode found a call
+// shown on two status cards, neither deleted (session s091): a replica's
+// card left unrecorded and forgotten beside the other replica's recorded
+// one.
+func TestAnUnrecordedCardIsSettledAfterItsWatcherEnded(t *testing.T) {
+	var mu sync.Mutex
+	pollsFail := false
+	states := &script{states: []session.TurnState{running(1, 1, "ls")}}
+	f := &chattest.Sessions{
+		SendFn: sendTurn(1, false),
+		TurnStateFn: func(id string) (session.TurnState, error) {
+			mu.Lock()
+			fail := pollsFail
+			mu.Unlock()
+			if fail {
+				return session.TurnState{}, errors.New("the session did not answer in time")
+			}
+			return states.next(id)
+		},
+		RecordFn: func(_ string, req session.ChatRefRequest) error {
+			if req.Kind == session.ChatRefStatus {
+				// Timed out; it never lands. From now on polls fail too,
+				// until this watcher gives up.
+				mu.Lock()
+				pollsFail = true
+				mu.Unlock()
+				return errors.New("the session did not answer in time")
+			}
+			return nil
+		},
+	}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, nil)
+	p := recDeleter{&recPoster{clock: clock}}
+	if err := c.HandleMessage(context.Background(), p, msg("e1", "list")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	posts := p.ops("post")
+	if len(posts) != 1 {
+		t.Fatalf("posts %+v; want turn 1's card", posts)
+	}
+	ours := posts[0].Ref
+
+	// Another replica's card was recorded for turn 1, which ended; turn 2
+	// runs. This replica's next watcher takes ours out.
+	two := running(2, 5, "make")
+	two.Previous = &session.TurnEnd{Turn: 1, Status: session.StatusComplete, FinalRef: "t-other", StatusRef: "m-other"}
+	two.StatusRef = "m-other-2"
+	end := done(2, 6, "two")
+	end.Previous, end.StatusRef = two.Previous, two.StatusRef
+	states.mu.Lock()
+	states.states, states.polls = []session.TurnState{two, end}, 0
+	states.mu.Unlock()
+	mu.Lock()
+	pollsFail = false
+	mu.Unlock()
+	f.SendFn = sendTurn(2, false)
+	if err := c.HandleMessage(context.Background(), p, msg("e2", "make")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	if dels := p.ops("delete"); len(dels) != 1 || dels[0].Ref != ours {
+		t.Fatalf("deleted %+v; want our unrecorded card %s, beside the recorded m-other", dels, ours)
 	}
 }

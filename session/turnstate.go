@@ -159,6 +159,11 @@ type TurnEnd struct {
 	FinalRef     string    `json:"final_ref,omitempty"`
 	FinalClaim   string    `json:"final_claim,omitempty"`
 	FinalClaimAt time.Time `json:"final_claim_at,omitzero"`
+	// StatusRef is the turn's status card as recorded (the first recorded
+	// wins), so a replica that posted another card for the turn and could
+	// not record it before the turn ended still learns it is not the
+	// turn's card, and deletes it.
+	StatusRef string `json:"status_ref,omitempty"`
 }
 
 // HistoryRequest is the (optional) argument of QueryHistory.

@@ -747,3 +747,22 @@ func TestACopyOfTheDecidingClickIsTheSameDecision(t *testing.T) {
 		t.Fatalf("decision recorded: %+v; want the owner's, with the click", d)
 	}
 }
+
+// TestTheNextTurnCarriesTheRecordedStatusCard: once a turn has ended, a
+// replica whose card for it was never recorded learns from the next
+// turn's Previous which card was, and deletes its own.
+func TestTheNextTurnCarriesTheRecordedStatusCard(t *testing.T) {
+	h := newHarness(t, final("one"), final("two"))
+	h.at(0, func() { h.send("e1", "first") })
+	h.at(time.Second, func() {
+		h.update(session.UpdateChatRef, session.ChatRefRequest{Turn: 1, Kind: session.ChatRefStatus, Ref: "m1"}, nil)
+	})
+	h.at(10*time.Second, func() { h.send("e2", "second") })
+	var two session.TurnState
+	h.at(20*time.Second, func() { two = h.state() })
+	h.destroyAt(time.Minute)
+	h.run(h.input(session.ApproveUnlessReadOnly))
+	if two.Turn != 2 || two.Previous == nil || two.Previous.Turn != 1 || two.Previous.StatusRef != "m1" {
+		t.Fatalf("turn 2's Previous: %+v; want turn 1 with its status card m1", two.Previous)
+	}
+}

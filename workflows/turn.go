@@ -28,7 +28,7 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 	var prev *session.TurnEnd
 	if l := s.st.Last; l.Turn > 0 {
 		prev = &session.TurnEnd{Turn: l.Turn, Status: l.Status, Stopped: l.Stopped, Error: l.Error, FinalText: l.FinalText,
-			FinalRef: l.FinalRef, FinalClaim: l.FinalClaim, FinalClaimAt: l.FinalClaimAt}
+			FinalRef: l.FinalRef, FinalClaim: l.FinalClaim, FinalClaimAt: l.FinalClaimAt, StatusRef: l.StatusRef}
 	}
 	s.st.Last = session.TurnState{Turn: s.st.Turn, Status: session.StatusThinking, Backend: s.st.Backend, StartedAt: now, Previous: prev}
 	multi := len(batch) > 1
