@@ -25,6 +25,15 @@ type Budget struct {
 	// Discord allows about 5 edits per 5 s per channel, and every session
 	// thread is a channel.
 	EditBurst int
+	// HandoffWindow is the platform's rate window for a thread's edits that
+	// every replica on the bot's token shares (Discord: 5 edits per 5 s per
+	// channel, while each process paces by its own requests). A replica
+	// that starts holding a session's watch lease tells its TakeoverPacer
+	// (TookOver with no ref), so its first edit there waits out the window
+	// the previous holder may have filled, unless this replica itself held
+	// the lease until less than HandoffWindow ago (see holdEnds). 0: the
+	// platform paces per message only (Slack), and nothing is told.
+	HandoffWindow time.Duration
 	// Limiter, if set, is waited on before every Post, Edit and PostText the
 	// watcher makes, so several threads can share a platform-wide budget.
 	Limiter Limiter

@@ -207,7 +207,11 @@ type Notifier interface {
 // editing a status message it did not post calls TookOver first: another
 // bot may have been editing it until a moment ago (it took the session's
 // watch over), so the adapter paces the next edit as for a message it
-// never saw, whatever it remembers of its own earlier edits.
+// never saw, whatever it remembers of its own earlier edits. Where the
+// platform's edit budget is the thread's, shared by every replica
+// (Discord; Budget.HandoffWindow), a watcher that starts holding a
+// session's watch lease calls it with ref "": the next edit of any message
+// in th waits out the window another replica may have filled.
 type TakeoverPacer interface {
 	TookOver(th Thread, ref string)
 }

@@ -140,8 +140,11 @@ func NewCore(cfg CoreConfig, s Sessions, log *slog.Logger) *Core {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Core{cfg: cfg.withDefaults(), s: s, log: log, commands: commandTable}
+	ends := newHoldEnds()
 	c.watchers = newWatchers(func(p Poster, th Thread) *watcher {
-		return newWatcher(s, p, th, c.watchConfig(th.Platform), log)
+		cfg := c.watchConfig(th.Platform)
+		cfg.Ends = ends
+		return newWatcher(s, p, th, cfg, log)
 	})
 	return c
 }

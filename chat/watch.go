@@ -66,6 +66,7 @@ func (ws *watchers) watchHeld(p Poster, th Thread, turn int, fresh bool, asked t
 	if !asked.IsZero() {
 		// Before the goroutine starts, which owns these from then on.
 		w.held, w.until, w.renewAt = true, asked.Add(w.cfg.Lease), asked.Add(w.cfg.Lease/3)
+		w.startsHolding(asked)
 	}
 	ws.m[id] = w
 	ws.wg.Add(1)

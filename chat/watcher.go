@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,6 +53,9 @@ type watchConfig struct {
 	// Approvers and ApproverRoles are those of new sessions, named in the
 	// hint of who may approve (the workflow has the final word).
 	Approvers, ApproverRoles []string
+	// Ends is when this replica's holds of each session's watch lease
+	// ended, shared by the core's watchers (nil: none kept).
+	Ends *holdEnds
 }
 
 // watcher follows one session's turns and renders them into its thread:
@@ -182,17 +186,53 @@ func (w *watcher) hold(ctx context.Context) bool {
 	case !res.Granted:
 		if w.held {
 			w.log.Warn("watcher: lost the watch lease; standing by", "holder", res.Holder)
+			// Nobody else was granted it before its end in this view.
+			w.cfg.Ends.ended(w.id, w.until)
 		}
 		w.held = false
 		return false
 	}
-	if !w.held {
+	fresh := !w.held || !now.Before(w.until)
+	if fresh {
 		w.log.Debug("watcher: holds the watch lease")
+		if w.held {
+			// It ran out in this view before this grant: another replica
+			// may have held it meanwhile.
+			w.cfg.Ends.ended(w.id, w.until)
+		}
 	}
 	// Measured from before the call, so the local view never outlasts the
 	// workflow's.
 	w.held, w.until, w.renewAt = true, now.Add(w.cfg.Lease), now.Add(w.cfg.Lease/3)
+	if fresh {
+		w.startsHolding(now)
+	}
 	return true
+}
+
+// startsHolding is called when this replica starts holding the session's
+// watch lease at (granted with a message, or claimed), not when it renews
+// one it holds. Another replica may have drawn the session until then and
+// filled the thread's edit window shared by every replica on the token:
+// the adapter is told (TookOver with no ref) so that this replica's first
+// edit there waits the window out, whatever card it edits (a card taken
+// over, a new turn's card, its own card where the previous holder's was
+// not recorded yet). The chaos suite's load mode counted 12 edits over
+// Discord's window around handoffs other than a card's takeover.
+//
+// Not when this replica's own hold ended less than a window before at: no
+// other replica can have edited since then, because every replica waits a
+// window from its grant, and its grant came after that end.
+func (w *watcher) startsHolding(at time.Time) {
+	window := w.cfg.Budget.HandoffWindow
+	tp, ok := w.p.(TakeoverPacer)
+	if window <= 0 || !ok {
+		return
+	}
+	if end, ok := w.cfg.Ends.last(w.id); ok && at.Sub(end) < window {
+		return
+	}
+	tp.TookOver(w.th, "")
 }
 
 // releaseLease gives the lease up when the watcher ends, on its own or by
@@ -205,10 +245,63 @@ func (w *watcher) releaseLease(ctx context.Context) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(w.cfg.CallTimeout, releaseTimeout))
 	defer cancel()
+	// Before the release: no other replica is granted the lease earlier.
+	end := w.cfg.Clock.Now()
+	if w.until.Before(end) {
+		end = w.until
+	}
+	w.cfg.Ends.ended(w.id, end)
 	if _, err := w.feed.ClaimWatch(cctx, w.id, session.ClaimWatchRequest{Claimer: w.cfg.ReplicaID, Release: true}); err != nil {
 		w.log.Warn("watcher: release watch lease", "err", err)
 	}
 	w.held = false
+}
+
+// holdEnds keeps, per session, when this replica's last hold of the watch
+// lease ended (released, or run out in its view): the earliest time another
+// replica can have been granted it. It is safe for concurrent use; a nil
+// *holdEnds keeps nothing.
+type holdEnds struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+func newHoldEnds() *holdEnds { return &holdEnds{m: map[string]time.Time{}} }
+
+// holdEndsKept bounds the sessions remembered; past it the oldest half
+// is forgotten (a forgotten session only waits a window it need not).
+const holdEndsKept = 4096
+
+func (h *holdEnds) ended(id string, at time.Time) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.m) >= holdEndsKept {
+		var ts []time.Time
+		for _, t := range h.m {
+			ts = append(ts, t)
+		}
+		slices.SortFunc(ts, time.Time.Compare)
+		cut := ts[len(ts)/2]
+		for k, t := range h.m {
+			if t.Before(cut) {
+				delete(h.m, k)
+			}
+		}
+	}
+	h.m[id] = at
+}
+
+func (h *holdEnds) last(id string) (time.Time, bool) {
+	if h == nil {
+		return time.Time{}, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.m[id]
+	return t, ok
 }
 
 // finished reports whether a turn is over.

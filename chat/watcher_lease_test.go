@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/chattest"
@@ -261,5 +262,93 @@ func TestMissedTurnShowsDecisionsMadeSince(t *testing.T) {
 	}
 	if got := answers(p); len(got) != 1 || got[0] != "five" {
 		t.Errorf("answers posted: %q, want [five]", got)
+	}
+}
+
+// handoffPoster is a recPoster that records, among its events, what the
+// core tells it of taken-over messages and threads ("took", Ref "" for a
+// thread).
+type handoffPoster struct{ *recPoster }
+
+func (p handoffPoster) TookOver(_ chat.Thread, ref string) {
+	p.add(posterEvent{Op: "took", Ref: ref})
+}
+
+// handoffBudget is a platform whose edit window a thread shares across
+// replicas (Discord's 5 edits per 5 s per channel).
+func handoffBudget(cfg *chat.CoreConfig) {
+	cfg.ReplicaID = "bot-a"
+	cfg.Budgets["test"] = chat.Budget{MinEditInterval: time.Second, EditBurst: 5, HandoffWindow: 5 * time.Second}
+}
+
+// A replica that starts holding a session's watch lease may follow
+// another replica that drew the session until a moment ago and filled the
+// thread's edit window, which every replica on the token shares: it tells
+// the adapter before its first edit, whatever card that edit is for. A
+// takeover of a recorded card did so already; a new card did not, and the
+// chaos suite's load mode counted 12 Discord rate-limit violations (6
+// edits within 5 s) around such handoffs.
+func TestStartingToHoldTheWatchWaitsOutTheSharedWindow(t *testing.T) {
+	s := &script{states: []session.TurnState{running(1, 1, "ls"), running(1, 2, "ls", "make"), done(1, 3, "ok")}}
+	f := &chattest.Sessions{SendFn: sendTurn(1, false), TurnStateFn: s.next}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, handoffBudget)
+	p := handoffPoster{&recPoster{clock: clock}}
+	if err := c.HandleMessage(context.Background(), p, msg("e1", "build")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	took := -1
+	for i, e := range p.Events() {
+		switch {
+		case e.Op == "took" && e.Ref == "" && took < 0:
+			took = i
+		case e.Op == "edit" && took < 0:
+			t.Fatalf("edited %s before the adapter was told the thread was taken up: %+v", e.Ref, p.Events())
+		}
+	}
+	if took < 0 || len(p.ops("edit")) == 0 {
+		t.Fatalf("events %+v; want the thread taken up, then the card's edits", p.Events())
+	}
+}
+
+// The same replica drawing the session's next turn right after it gave
+// the lease up waits nothing: no other replica can have edited since its
+// hold ended, as each waits a window from its own grant.
+func TestHoldingTheWatchAgainAtOnceWaitsNothing(t *testing.T) {
+	states := &script{states: []session.TurnState{running(1, 1, "ls"), done(1, 2, "one")}}
+	turn := 0
+	f := &chattest.Sessions{
+		SendFn: func(_ session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
+			turn++
+			return session.MessageResponse{Turn: turn, Watch: &session.ClaimWatchResponse{Granted: true, Holder: req.Watch.Claimer}}, nil
+		},
+		TurnStateFn: states.next,
+	}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, handoffBudget)
+	p := handoffPoster{&recPoster{clock: clock}}
+	if err := c.HandleMessage(context.Background(), p, msg("e1", "one")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	states.mu.Lock()
+	states.states, states.polls = []session.TurnState{running(2, 3, "make"), done(2, 4, "two")}, 0
+	states.mu.Unlock()
+	if err := c.HandleMessage(context.Background(), p, msg("e2", "two")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	n := 0
+	for _, e := range p.Events() {
+		if e.Op == "took" && e.Ref == "" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the thread was taken up %d times; want once, for the first grant only: %+v", n, p.Events())
+	}
+	if got := texts(p.recPoster); len(got) != 2 {
+		t.Errorf("answers %q; want both turns'", got)
 	}
 }

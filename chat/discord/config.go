@@ -174,7 +174,11 @@ func (c Config) Budget() chat.Budget {
 		// Discord allows about 5 edits per 5 s per channel, and each session
 		// is its own thread (channel): a burst of 5 shows quick tool calls
 		// at once and still averages one edit per EditInterval.
-		EditBurst:      5,
+		EditBurst: 5,
+		// That bucket is shared by every replica on the token: a replica
+		// that starts holding a session's watch waits it out before its
+		// first edit there (chat.TakeoverPacer).
+		HandoffWindow:  c.TakeoverWait,
 		MaxButtonValue: chat.MaxDiscordButtonValue,
 		// A status card goes into one embed (4,096 characters of
 		// description); this leaves room for Markdown the renderer adds.

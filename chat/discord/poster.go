@@ -65,7 +65,11 @@ var _ chat.TakeoverPacer = (*Adapter)(nil)
 // a session's watch over, its bucket fresh, edited the card while the old
 // holder's edits still filled the window (the chaos suite's load mode: 6
 // edits within 5 s, answered 429). The card's view also starts with its
-// burst spent (chat.newView), which paces the edits after this one.
+// burst spent (chat.newView), which paces the edits after this one. The
+// core calls it with no ref when this replica starts holding a session's
+// watch lease (chat.Budget.HandoffWindow): whichever message it edits
+// first in the thread, the previous holder's edits may fill the window.
+// The wait stays set until an edit spends it.
 func (a *Adapter) TookOver(th chat.Thread, _ string) {
 	a.tookOverMu.Lock()
 	defer a.tookOverMu.Unlock()

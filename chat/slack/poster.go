@@ -148,7 +148,13 @@ var _ chat.TakeoverPacer = (*Adapter)(nil)
 
 // TookOver implements chat.TakeoverPacer: the next edit of ref waits as
 // for a message this adapter never saw.
-func (a *Adapter) TookOver(th chat.Thread, ref string) { a.pacer.tookOver(th.Channel + "/" + ref) }
+// Slack paces per message, so a thread taken up with no message named
+// (ref "") changes nothing.
+func (a *Adapter) TookOver(th chat.Thread, ref string) {
+	if ref != "" {
+		a.pacer.tookOver(th.Channel + "/" + ref)
+	}
+}
 
 // PostText implements chat.Poster: Markdown converted to mrkdwn and split
 // into messages within Slack's limits; beyond FileUploadThreshold
