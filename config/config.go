@@ -40,6 +40,15 @@ const MaxCommandTimeoutCeiling = session.CommandTimeoutCeiling
 // so the product default lives here.
 const DefaultIdleSuspend = 30 * time.Minute
 
+// DefaultSessionCache is how many sessions a worker process keeps in
+// memory between turns (SANDBOT_SESSION_CACHE; Temporal's sticky workflow
+// cache, whose own default is 10,000). An idle session held there costs
+// its state: the transcript (up to Settings.TranscriptLimitBytes of text,
+// about three times that in memory) and a few goroutines; one evicted
+// replays its history (at most SANDBOT_SESSION_HISTORY_LIMIT, since
+// continue-as-new bounds a run) on the worker that picks up its next task.
+const DefaultSessionCache = 1000
+
 // Config is every setting of every process. Fields are filled by Load from
 // the registry; tests and cmd/dev may adjust them before Validate.
 type Config struct {
@@ -151,6 +160,11 @@ type Session struct {
 	// TokenBudget stops a session's turns once its model calls used this
 	// many tokens (0: no budget).
 	TokenBudget int
+	// Cache is how many sessions a worker process keeps in memory between
+	// their workflow tasks (Temporal's sticky workflow cache); the least
+	// recently used is evicted past it and replays its history when it
+	// wakes.
+	Cache int
 }
 
 // Sandbox selects and configures sandbox backends.

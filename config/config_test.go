@@ -61,6 +61,9 @@ func TestDefaultsValidate(t *testing.T) {
 	if got := c.SessionPolicy(); !reflect.DeepEqual(got, want) {
 		t.Errorf("policy:\n got %+v\nwant %+v", got, want)
 	}
+	if c.Session.Cache != DefaultSessionCache {
+		t.Errorf("session cache %d, want %d", c.Session.Cache, DefaultSessionCache)
+	}
 	if !c.Discord.MessageContent || c.ConsoleUser == "" {
 		t.Errorf("message content %v, console user %q", c.Discord.MessageContent, c.ConsoleUser)
 	}
@@ -119,6 +122,8 @@ func TestValidationNamesTheVariable(t *testing.T) {
 		{"debug addr on a public IP", []string{"SANDBOT_DEBUG_ADDR", "10.0.0.5:6060"}, RoleBot, "SANDBOT_DEBUG_ADDR", "loopback only"},
 		{"debug addr", []string{"SANDBOT_DEBUG_ADDR", "6060"}, RoleWorker, "SANDBOT_DEBUG_ADDR", "not host:port"},
 		{"dev ports", []string{"SANDBOT_DEV_UI_PORT", "7233"}, RoleDev, "SANDBOT_DEV_UI_PORT", "a port of its own"},
+		{"session cache too small", []string{"SANDBOT_SESSION_CACHE", "1"}, RoleWorker, "SANDBOT_SESSION_CACHE", "use 2 to 100000 sessions"},
+		{"session cache", []string{"SANDBOT_SESSION_CACHE", "lots"}, RoleWorker, "SANDBOT_SESSION_CACHE", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

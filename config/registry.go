@@ -315,6 +315,14 @@ var coreVars = []Var{
 		Doc:   "drop checkpoints older than this (the latest is always kept)",
 		field: func(c *Config) any { return &c.Session.CheckpointMaxAge },
 		check: func(c *Config, p *probs) { checkPositive(p, c.Session.CheckpointMaxAge, "720h") }},
+	{Name: "SANDBOT_SESSION_CACHE", Default: strconv.Itoa(DefaultSessionCache), Readers: worker,
+		Doc:   "sessions a worker process keeps in memory between turns (Temporal's sticky workflow cache); past it the least recently used is evicted, and replays its history when it wakes",
+		field: func(c *Config) any { return &c.Session.Cache },
+		check: func(c *Config, p *probs) {
+			if n := c.Session.Cache; n < minSessionCache || n > maxSessionCache {
+				p.add("%d is out of range; use %d to %d sessions", n, minSessionCache, maxSessionCache)
+			}
+		}},
 	{Name: "SANDBOT_SESSION_APPROVERS", Readers: bot,
 		Doc:   "user IDs (any platform) who may approve in every session, besides each session's owner",
 		field: func(c *Config) any { return &c.Session.Approvers }},
@@ -599,6 +607,10 @@ const (
 	// maxCheckpoints bounds the checkpoints in a session's state (each is
 	// a few dozen bytes of it, carried through continue-as-new).
 	maxCheckpoints = 1000
+	// minSessionCache: the SDK's cache holds one fewer than its size,
+	// and a worker runs several workflow tasks at once.
+	minSessionCache = 2
+	maxSessionCache = 100_000
 	// minDockerMemory is Docker's own minimum for a container.
 	minDockerMemory = 6 << 20
 )

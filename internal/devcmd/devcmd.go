@@ -79,6 +79,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 
 	dbPath := filepath.Join(cfg.Dev.DataDir, "temporal.db")
+	// Before the server, whose own SDK workers would create the process's
+	// workflow cache with the SDK's default size.
+	workerapp.SizeSessionCache(cfg)
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	srv, err := devserver.Start(startCtx, devserver.Options{
 		DBPath: dbPath, Port: cfg.Dev.TemporalPort, UIPort: cfg.Dev.UIPort,

@@ -150,6 +150,7 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 
+	SizeSessionCache(cfg)
 	wo := opts.Temporal
 	if wo.MaxHeartbeatThrottleInterval == 0 {
 		// Let sandbox heartbeats through every second so /stop kills a
@@ -207,6 +208,20 @@ func Start(ctx context.Context, c client.Client, cfg *config.Config, opts Option
 		log.Warn("backend not served", "backend", name, "reason", why)
 	}
 	return w, nil
+}
+
+// SizeSessionCache sizes the process's Temporal workflow cache to
+// SANDBOT_SESSION_CACHE (nothing when it is 0, as in a Config not from
+// Load). Idle sessions stay in that cache, each with its state and
+// goroutines, until evicted; the SDK's own bound (10,000) let a worker's
+// memory grow with every session it had served. The cache belongs to the
+// process and takes its size when the process's first SDK worker is
+// created: Start calls this before its own, and cmd/dev before its
+// embedded server, which runs SDK workers of its own.
+func SizeSessionCache(cfg *config.Config) {
+	if cfg.Session.Cache > 0 {
+		worker.SetStickyWorkflowCacheSize(cfg.Session.Cache)
+	}
 }
 
 // buildBackends builds the configured backends. One that cannot run yet
