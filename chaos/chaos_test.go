@@ -19,10 +19,11 @@ var (
 	seed   = flag.Uint64("seed", 0, "the run's seed (0: from the clock, printed)")
 	faults = flag.String("faults", "", "the faults to inject, comma-separated, or \"all\" (default: the mode's own; none in the soak)")
 
-	soak        = flag.Bool("soak", false, "run the soak: one session of -soak-turns turns with forks and backend switches (not in CI; give -timeout 90m for 1,000 turns)")
-	soakTurns   = flag.Int("soak-turns", 1000, "the soak's turns")
-	soakFor     = flag.Duration("soak-for", 75*time.Minute, "the most time the soak's turns may take; it then reads the markers back and reports how far it got")
-	soakApprove = flag.Bool("soak-approve", false, "the soak's calls each wait for the card's Approve click (about three times slower)")
+	soak         = flag.Bool("soak", false, "run the soak: one session of -soak-turns turns with forks and backend switches (not in CI; give -timeout 90m for 1,000 turns)")
+	soakTurns    = flag.Int("soak-turns", 1000, "the soak's turns")
+	soakFor      = flag.Duration("soak-for", 75*time.Minute, "the most time the soak's turns may take; it then reads the markers back and reports how far it got")
+	soakProfiles = flag.Bool("soak-profiles", false, "at every memory sample, save each worker's and bot's heap and goroutine profiles in the run's profiles/ (keep it with CHAOS_KEEP=1)")
+	soakApprove  = flag.Bool("soak-approve", false, "the soak's calls each wait for the card's Approve click (about three times slower)")
 
 	load         = flag.Bool("load", false, "run the load mode: -load-sessions Discord sessions of -load-turns turns, every call approved (not in CI; about 20 minutes for 200 sessions, so give -timeout 30m)")
 	loadSessions = flag.Int("load-sessions", 200, "the load mode's sessions")
@@ -79,6 +80,7 @@ func TestSoak(t *testing.T) {
 	cfg := Soak(s, dir, *soakTurns)
 	cfg.Log = log
 	cfg.Soak.For = *soakFor
+	cfg.Soak.Profiles = *soakProfiles
 	if *soakApprove {
 		cfg.ApprovalMode = "unless-readonly"
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -193,6 +194,70 @@ func (p *proc) rssBytes() int64 {
 	}
 	return 0
 }
+
+// debugAddr is the running process's debug listener (SANDBOT_DEBUG_ADDR,
+// a free loopback port), from its "debug profiles" log line ("" if not
+// found).
+func (p *proc) debugAddr() string {
+	p.mu.Lock()
+	out := p.out
+	p.mu.Unlock()
+	if out == nil {
+		return ""
+	}
+	m := debugAddrLine.FindAllStringSubmatch(out.String(), -1)
+	if len(m) == 0 {
+		return ""
+	}
+	return m[len(m)-1][1]
+}
+
+var debugAddrLine = regexp.MustCompile(`msg="debug profiles" addr=(\S+)`)
+
+// saveProfiles writes the running process's live heap (after a
+// collection: heap?gc=1) and goroutine profiles to dir as
+// <name>-<tag>.heap and <name>-<tag>.goroutine, and returns its goroutine
+// count (-1 if it could not be read).
+func (p *proc) saveProfiles(dir, tag string) (int, error) {
+	addr := p.debugAddr()
+	if addr == "" {
+		return -1, fmt.Errorf("%s: no debug address in its log", p.name)
+	}
+	hc := http.Client{Timeout: 60 * time.Second}
+	get := func(path string) ([]byte, error) {
+		resp, err := hc.Get("http://" + addr + path)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s: %s", path, resp.Status)
+		}
+		return b, err
+	}
+	heap, err := get("/debug/pprof/heap?gc=1")
+	if err != nil {
+		return -1, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, p.name+"-"+tag+".heap"), heap, 0o644); err != nil {
+		return -1, err
+	}
+	g, err := get("/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return -1, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, p.name+"-"+tag+".goroutine"), g, 0o644); err != nil {
+		return -1, err
+	}
+	n := -1
+	if m := goroutineTotal.FindSubmatch(g); m != nil {
+		n, _ = strconv.Atoi(string(m[1]))
+	}
+	return n, nil
+}
+
+var goroutineTotal = regexp.MustCompile(`goroutine profile: total (\d+)`)
 
 type syncBuffer struct {
 	mu sync.Mutex

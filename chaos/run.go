@@ -68,6 +68,9 @@ type Config struct {
 	// HistoryLimit is the workers' SANDBOT_SESSION_HISTORY_LIMIT in bytes
 	// (their default when 0).
 	HistoryLimit int
+	// SessionCache is the workers' SANDBOT_SESSION_CACHE: the sessions
+	// each keeps in memory between turns (their default when 0).
+	SessionCache int
 	// Docker adds the docker backend, on the local test image
 	// (internal/testimage), to every worker and bot.
 	Docker bool

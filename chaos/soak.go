@@ -6,6 +6,8 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -42,6 +44,11 @@ type SoakConfig struct {
 	// SampleEvery: every this many turns (and after the first), the
 	// resident memory of every worker and bot process is sampled.
 	SampleEvery int
+	// Profiles: at every memory sample, each worker's and bot's live heap
+	// (after a collection) and goroutine profiles are saved in the run's
+	// directory, under profiles/ (<process>-turn-NNNN.heap, .goroutine),
+	// for go tool pprof -diff_base; the goroutine counts join the report.
+	Profiles bool
 	// For bounds the soak in time: no turn starts after it has passed (nor
 	// within soakReserve of the run's context deadline); the markers are
 	// still read back and checked, and the report says how far it got.
@@ -71,6 +78,11 @@ func Soak(seed uint64, dir string, turns int) Config {
 	// The lowest limit sandbot accepts (1 MiB; its default is 20 MiB), so
 	// continue-as-new comes every few dozen turns.
 	c.HistoryLimit = 1 << 20
+	// A small session cache (the default is 1,000), so the workers reach
+	// it within the soak: each keeps the main session and a few forks in
+	// memory, and the idle forks are evicted as new ones come, as a
+	// worker serving more sessions than its cache evicts idle ones.
+	c.SessionCache = soakSessionCache
 	c.Docker = true
 	c.Soak = &SoakConfig{
 		ForkEvery:   min(max(turns/20, 5), 50),
@@ -81,13 +93,16 @@ func Soak(seed uint64, dir string, turns int) Config {
 	return c
 }
 
+// soakSessionCache is the soak's SANDBOT_SESSION_CACHE.
+const soakSessionCache = 4
+
 func (sc *SoakConfig) describe(cfg Config) string {
 	faults := "no faults"
 	if len(cfg.Faults) > 0 {
 		faults = fmt.Sprintf("a fault every ~%s (%s)", cfg.FaultEvery, strings.Join(cfg.Faults, ", "))
 	}
-	return fmt.Sprintf("soak: 1 session × %d turns of %d–%d calls (approval mode %s), a /fork every %d turns, a backend switch every %d, memory sampled every %d; history limit %d KB; %d worker hosts, %d bot replicas; %s",
-		cfg.Turns, cfg.Calls[0], cfg.Calls[1], cfg.ApprovalMode, sc.ForkEvery, sc.SwitchEvery, sc.SampleEvery, cfg.HistoryLimit>>10, cfg.Hosts, cfg.Bots, faults)
+	return fmt.Sprintf("soak: 1 session × %d turns of %d–%d calls (approval mode %s), a /fork every %d turns, a backend switch every %d, memory sampled every %d; history limit %d KB, session cache %d; %d worker hosts, %d bot replicas; %s",
+		cfg.Turns, cfg.Calls[0], cfg.Calls[1], cfg.ApprovalMode, sc.ForkEvery, sc.SwitchEvery, sc.SampleEvery, cfg.HistoryLimit>>10, cfg.SessionCache, cfg.Hosts, cfg.Bots, faults)
 }
 
 // stopAt is when the soak stops starting turns.
@@ -128,10 +143,12 @@ type switchRecord struct {
 	Reply string
 }
 
-// MemSample is a process's resident set size after a turn.
+// MemSample is a process's resident set size after a turn, and its
+// goroutine count when SoakConfig.Profiles took one (0 otherwise).
 type MemSample struct {
-	Turn  int
-	Bytes int64
+	Turn       int
+	Bytes      int64
+	Goroutines int
 }
 
 // driveSoak is the soak's user: turn after turn in one thread until
@@ -213,13 +230,36 @@ func (w *workload) lastCompleted(rec turnRecord) string {
 	return ""
 }
 
-// sampleMemory records every worker's and bot's resident size after turn.
+// sampleMemory records every worker's and bot's resident size after turn
+// (and, with SoakConfig.Profiles, saves their profiles: after the resident
+// size, since the heap profile's collection would lower it).
 func (w *workload) sampleMemory(s *stack, turn int) {
+	var samples []MemSample
+	procs := slices.Concat(s.hosts, s.bots)
+	for _, p := range procs {
+		samples = append(samples, MemSample{Turn: turn, Bytes: p.rssBytes()})
+	}
+	if w.cfg.Soak.Profiles {
+		dir := filepath.Join(s.dir, "profiles")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			w.cfg.Log.Warn("soak: profiles", "err", err)
+		}
+		for i, p := range procs {
+			if samples[i].Bytes == 0 {
+				continue
+			}
+			n, err := p.saveProfiles(dir, fmt.Sprintf("turn-%04d", turn))
+			if err != nil {
+				w.cfg.Log.Warn("soak: profiles", "process", p.name, "turn", turn, "err", err)
+			}
+			samples[i].Goroutines = max(n, 0)
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, p := range slices.Concat(s.hosts, s.bots) {
-		if b := p.rssBytes(); b > 0 {
-			w.soak.memory[p.name] = append(w.soak.memory[p.name], MemSample{Turn: turn, Bytes: b})
+	for i, p := range procs {
+		if samples[i].Bytes > 0 {
+			w.soak.memory[p.name] = append(w.soak.memory[p.name], samples[i])
 		}
 	}
 }
@@ -704,6 +744,16 @@ func (r *SoakReport) markdown(b *strings.Builder) {
 		s := r.Memory[name]
 		t := memoryTrend(s)
 		fmt.Fprintf(b, "| %s | %d | %.1f MB | %.1f MB | %.1f MB | %+.2f | %s |\n", name, len(s), mb(t.First), mb(t.Last), mb(t.Max), t.Slope, t.Verdict)
+	}
+	var gs []string
+	for _, name := range slices.Sorted(maps.Keys(r.Memory)) {
+		s := r.Memory[name]
+		if len(s) > 0 && s[len(s)-1].Goroutines > 0 {
+			gs = append(gs, fmt.Sprintf("%s %d → %d", name, s[0].Goroutines, s[len(s)-1].Goroutines))
+		}
+	}
+	if len(gs) > 0 {
+		fmt.Fprintf(b, "\nGoroutines, first → last sample (profiles in the run's profiles/): %s.\n", strings.Join(gs, ", "))
 	}
 }
 

@@ -27,6 +27,7 @@ func main() {
 	flag.IntVar(&o.turns, "soak-turns", 1000, "the soak's turns")
 	flag.DurationVar(&o.For, "soak-for", 75*time.Minute, "the most time the soak's turns may take; it then reads the markers back and reports how far it got")
 	flag.BoolVar(&o.approve, "soak-approve", false, "the soak's calls each wait for the card's Approve click (about three times slower)")
+	flag.BoolVar(&o.profiles, "soak-profiles", false, "at every memory sample, save each worker's and bot's heap and goroutine profiles in the run's profiles/ (with -keep)")
 	var l loadOptions
 	flag.BoolVar(&l.on, "load", false, "the load mode: -load-sessions Discord sessions of -load-turns turns, every call approved")
 	flag.IntVar(&l.sessions, "load-sessions", 200, "the load mode's sessions")
@@ -48,9 +49,9 @@ type loadOptions struct {
 
 // soakOptions are the soak's flags.
 type soakOptions struct {
-	on, approve bool
-	turns       int
-	For         time.Duration
+	on, approve, profiles bool
+	turns                 int
+	For                   time.Duration
 }
 
 func run(long bool, soak soakOptions, load loadOptions, seed uint64, keep bool, faults string) error {
@@ -72,6 +73,7 @@ func run(long bool, soak soakOptions, load loadOptions, seed uint64, keep bool, 
 	case soak.on:
 		cfg = chaos.Soak(seed, dir, soak.turns)
 		cfg.Soak.For = soak.For
+		cfg.Soak.Profiles = soak.profiles
 		if soak.approve {
 			cfg.ApprovalMode = "unless-readonly"
 		}
