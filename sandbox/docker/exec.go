@@ -169,11 +169,23 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 	case ctxErr != nil:
 		return res, fmt.Errorf("docker: exec: %w", ctxErr)
 	case copyErr != nil:
-		return res, b.classify("exec: read output", copyErr)
+		return res, outcomeLost("read output", copyErr)
 	case inspectErr != nil && !timedOut:
-		return res, b.classify("exec: exit status", inspectErr)
+		return res, outcomeLost("exit status", inspectErr)
 	}
 	return res, nil
+}
+
+// outcomeLost is the error of a command that was started (its attach, which
+// starts it, succeeded) but whose end Exec could not see: the daemon went
+// away while it ran, or came back without the exec (a restarted daemon
+// forgets every exec). The command may have run to its end, so the error
+// must not say that nothing ran: it wraps neither sandbox.ErrNotFound nor
+// sandbox.ErrUnavailable (the container is gone, the daemon unreachable),
+// after which the session restores the sandbox and runs the call again,
+// which would run this command a second time.
+func outcomeLost(op string, err error) error {
+	return fmt.Errorf("docker: exec: the command was started, but the Docker daemon went away before it was known to finish (%s: %v); it was not run again, and it may have run", op, err)
 }
 
 // commandEnv is what commands get on top of the image's environment:
