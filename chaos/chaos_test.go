@@ -18,6 +18,7 @@ var (
 	long   = flag.Bool("long", false, "run the long mode (docs/RELIABILITY.md's figures) instead of the short one")
 	seed   = flag.Uint64("seed", 0, "the run's seed (0: from the clock, printed)")
 	faults = flag.String("faults", "", "the faults to inject, comma-separated, or \"all\" (default: the mode's own; none in the soak)")
+	onPG   = flag.Bool("cluster", false, "run the short or long mode on the Temporal server on PostgreSQL (the production shape) instead of the embedded server on SQLite; adds the postgres-restart fault")
 
 	soak         = flag.Bool("soak", false, "run the soak: one session of -soak-turns turns with forks and backend switches (not in CI; give -timeout 90m for 1,000 turns)")
 	soakTurns    = flag.Int("soak-turns", 1000, "the soak's turns")
@@ -42,12 +43,15 @@ func TestChaos(t *testing.T) {
 		// (docs/RELIABILITY.md).
 		t.Skip("the chaos suite runs with -chaos (short mode) or -long; it is out of CI until its long mode runs clean (its last run lost one acknowledged approval; docs/RELIABILITY.md), and .ci/run says so")
 	}
-	s, dir, log := setUp(t, map[bool]string{true: " -long"}[*long])
+	s, dir, log := setUp(t, map[bool]string{true: " -long", false: " -chaos"}[*long]+map[bool]string{true: " -cluster"}[*onPG])
 	cfg := Short(s, dir)
 	if *long {
 		cfg = Long(s, dir)
 	}
 	cfg.Log = log
+	if *onPG {
+		cfg = WithCluster(cfg)
+	}
 	pickFaults(t, &cfg)
 	limit := 30 * time.Minute
 	if *long {

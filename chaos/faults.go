@@ -27,11 +27,23 @@ const (
 	FaultModel401      = "model-401-window"
 	FaultDiskFull      = "snapshot-disk-full"
 	FaultBotsOnEvent   = "bots-killed-on-event"
+	// FaultDockerRestart stops the Docker daemon the docker sessions run
+	// on and starts it again (dockerd.go); a run that names it serves the
+	// docker backend (Config.Docker) and moves some sessions there.
+	FaultDockerRestart = "docker-restart"
+	// FaultPostgresRestart stops the PostgreSQL the Temporal server is on
+	// and starts it again: only on the cluster shape (Config.Cluster),
+	// whose runs add it to their faults (ClusterFaults).
+	FaultPostgresRestart = "postgres-restart"
 )
 
 // AllFaults is every kind the suite knows, in a fixed order (the seed's
 // draws depend on it).
-var AllFaults = []string{FaultWorkerKill, FaultBotRestart, FaultServerRestart, FaultSocketDrop, FaultRateLimit, FaultModel500, FaultModel401, FaultDiskFull, FaultBotsOnEvent}
+var AllFaults = []string{FaultWorkerKill, FaultBotRestart, FaultServerRestart, FaultSocketDrop, FaultRateLimit, FaultModel500, FaultModel401, FaultDiskFull, FaultBotsOnEvent, FaultDockerRestart}
+
+// ClusterFaults are the faults only the cluster shape (Config.Cluster)
+// has; a cluster run injects them besides its mode's own.
+var ClusterFaults = []string{FaultPostgresRestart}
 
 // ParseFaults reads a comma-separated list of fault names, or "all".
 func ParseFaults(list string) ([]string, error) {
@@ -41,8 +53,8 @@ func ParseFaults(list string) ([]string, error) {
 	var out []string
 	for f := range strings.SplitSeq(list, ",") {
 		f = strings.TrimSpace(f)
-		if !slices.Contains(AllFaults, f) {
-			return nil, fmt.Errorf("chaos: unknown fault %q; the faults are %s, or all", f, strings.Join(AllFaults, ", "))
+		if !slices.Contains(AllFaults, f) && !slices.Contains(ClusterFaults, f) {
+			return nil, fmt.Errorf("chaos: unknown fault %q; the faults are %s (and, with -cluster, %s), or all", f, strings.Join(AllFaults, ", "), strings.Join(ClusterFaults, ", "))
 		}
 		out = append(out, f)
 	}
@@ -85,7 +97,7 @@ func (in *injector) run(ctx context.Context) {
 // platform trouble are common; a refused model key (which fails the turn
 // visibly, so the user asks again) and a server restart less so.
 var weights = map[string]int{FaultWorkerKill: 3, FaultBotRestart: 2, FaultServerRestart: 1, FaultSocketDrop: 2,
-	FaultRateLimit: 2, FaultModel500: 2, FaultModel401: 1, FaultDiskFull: 1, FaultBotsOnEvent: 1}
+	FaultRateLimit: 2, FaultModel500: 2, FaultModel401: 1, FaultDiskFull: 1, FaultBotsOnEvent: 1, FaultDockerRestart: 1, FaultPostgresRestart: 1}
 
 func (in *injector) pick() string {
 	total := 0
@@ -122,8 +134,30 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 		return b.start(ctx, "")
 	case FaultServerRestart:
 		down := time.Duration(500+in.rng.IntN(2500)) * time.Millisecond
-		log.Info("chaos: Temporal server restart", "down", down)
-		return in.s.restartServer(ctx, down)
+		// The server on PostgreSQL (-cluster) is a process of its own:
+		// it is stopped, or killed as a crash would.
+		crash := in.s.cluster != nil && in.rng.IntN(2) == 0
+		log.Info("chaos: Temporal server restart", "down", down, "crash", crash)
+		return in.s.restartServer(ctx, down, crash)
+	case FaultPostgresRestart:
+		if in.s.cluster == nil {
+			return fmt.Errorf("%s needs the Temporal server on PostgreSQL (-cluster)", kind)
+		}
+		down := time.Duration(500+in.rng.IntN(2500)) * time.Millisecond
+		crash := in.rng.IntN(2) == 0
+		log.Info("chaos: PostgreSQL restart", "down", down, "crash", crash)
+		pg := in.s.cluster.Postgres()
+		var err error
+		if crash {
+			err = pg.Kill()
+		} else {
+			err = pg.Stop()
+		}
+		if err != nil {
+			return err
+		}
+		sleep(ctx, down)
+		return pg.Start()
 	case FaultSocketDrop:
 		if in.s.discord != nil {
 			log.Info("chaos: every gateway connection dropped")
@@ -156,6 +190,18 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 			return in.killBotsOnEvent(ctx, log)
 		}
 		return fmt.Errorf("%s needs the Slack fake's delivery hooks; the Discord fake has none", kind)
+	case FaultDockerRestart:
+		if in.s.docker == nil {
+			return fmt.Errorf("%s needs the docker backend (Config.Docker)", kind)
+		}
+		down := time.Duration(500+in.rng.IntN(4500)) * time.Millisecond
+		crash := in.rng.IntN(2) == 0
+		how := map[bool]string{true: "SIGKILL", false: "SIGTERM"}[crash]
+		log.Info("chaos: Docker daemon stopped", "how", how, "down", down)
+		if err := restartDockerd(ctx, in.s.docker, down, crash); err != nil {
+			return err
+		}
+		log.Info("chaos: Docker daemon answers again")
 	case FaultDiskFull:
 		hold := time.Duration(1000+in.rng.IntN(4000)) * time.Millisecond
 		log.Info("chaos: snapshot store full", "hold", hold)

@@ -22,6 +22,7 @@ import (
 	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
+	"github.com/sandbot/sandbot/internal/pgtemporal"
 	"github.com/sandbot/sandbot/internal/testimage"
 	"github.com/sandbot/sandbot/internal/workerapp"
 	"github.com/sandbot/sandbot/sandbox/docker"
@@ -46,6 +47,9 @@ type stack struct {
 	port   int
 	ns     string
 	cl     client.Client
+	// cluster is the Temporal server on PostgreSQL (Config.Cluster), in
+	// place of srv.
+	cluster *pgtemporal.Cluster
 
 	// snapMount is the tmpfs the snapshot store is on (the disk-full
 	// fault's), or "".
@@ -93,20 +97,27 @@ func startStack(ctx context.Context, cfg Config, w *workload, log *slog.Logger) 
 			return nil, err
 		}
 	}
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	_, portText, _ := net.SplitHostPort(addr)
-	s.port, _ = strconv.Atoi(portText)
-	s.dbPath = filepath.Join(s.dir, "temporal", "temporal.db")
-	if err := s.startServer(ctx); err != nil {
-		return nil, err
+	if cfg.Cluster {
+		if err := s.startCluster(ctx); err != nil {
+			s.close()
+			return nil, err
+		}
+	} else {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		_, portText, _ := net.SplitHostPort(addr)
+		s.port, _ = strconv.Atoi(portText)
+		s.dbPath = filepath.Join(s.dir, "temporal", "temporal.db")
+		if err := s.startServer(ctx); err != nil {
+			return nil, err
+		}
 	}
 	cl, err := client.Dial(client.Options{HostPort: s.hostPort(), Namespace: s.ns, Logger: quietSDK{}})
 	if err != nil {
 		s.close()
-		return nil, fmt.Errorf("dial the embedded server: %w", err)
+		return nil, fmt.Errorf("dial the Temporal server: %w", err)
 	}
 	s.cl = cl
 	if s.docker != nil {
@@ -175,9 +186,6 @@ func startStack(ctx context.Context, cfg Config, w *workload, log *slog.Logger) 
 		)
 		if cfg.HistoryLimit > 0 {
 			env = append(env, "SANDBOT_SESSION_HISTORY_LIMIT="+strconv.Itoa(cfg.HistoryLimit))
-		}
-		if cfg.SessionCache > 0 {
-			env = append(env, "SANDBOT_SESSION_CACHE="+strconv.Itoa(cfg.SessionCache))
 		}
 		if s.docker != nil {
 			env = append(env, "SANDBOT_DOCKER_IMAGE="+s.dockerImage, "DOCKER_HOST="+s.docker.DaemonHost())
@@ -304,7 +312,38 @@ func (s *stack) env(metricsAddr string) []string {
 	}
 }
 
-func (s *stack) hostPort() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+func (s *stack) hostPort() string {
+	if s.cluster != nil {
+		return s.cluster.HostPort()
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+}
+
+// clusterNamespace is the namespace of a -cluster run.
+const clusterNamespace = "sandbot-chaos"
+
+// startCluster starts the Temporal server on a throwaway PostgreSQL
+// (internal/pgtemporal: the server is a child process, this program run
+// again) and creates the run's namespace with sandbot's search attributes.
+func (s *stack) startCluster(ctx context.Context) error {
+	dir := filepath.Join(s.dir, "temporal")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	start := time.Now()
+	c, err := pgtemporal.New(dir)
+	if err != nil {
+		return fmt.Errorf("start the Temporal server on PostgreSQL: %w", err)
+	}
+	s.cluster, s.ns = c, clusterNamespace
+	nctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := c.CreateNamespace(nctx, s.ns, session.SearchAttributeTypes()); err != nil {
+		return err
+	}
+	s.log.Info("chaos: Temporal server on PostgreSQL up", "took", time.Since(start).Round(time.Millisecond), "frontend", c.HostPort())
+	return nil
+}
 
 // startServer starts the embedded Temporal server on the stack's port and
 // database file (again after restartServer stopped it).
@@ -322,7 +361,16 @@ func (s *stack) startServer(ctx context.Context) error {
 
 // restartServer stops the Temporal server and starts it again after down;
 // every client (workers, bots, the suite) reconnects by itself.
-func (s *stack) restartServer(ctx context.Context, down time.Duration) error {
+func (s *stack) restartServer(ctx context.Context, down time.Duration, crash bool) error {
+	if s.cluster != nil {
+		if crash {
+			s.cluster.Kill()
+		} else {
+			s.cluster.Stop()
+		}
+		sleep(ctx, down)
+		return s.cluster.Start()
+	}
 	s.srvMu.Lock()
 	srv := s.srv
 	s.srv = nil
@@ -381,6 +429,10 @@ func (s *stack) close() {
 		s.srv = nil
 	}
 	s.srvMu.Unlock()
+	if s.cluster != nil {
+		s.cluster.Close()
+		s.cluster = nil
+	}
 	if s.snapMount != "" {
 		_ = unix.Unmount(s.snapMount, unix.MNT_DETACH)
 		s.snapMount = ""

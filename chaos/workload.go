@@ -100,6 +100,9 @@ type workload struct {
 	// (load.go; nil in the other modes).
 	soak soakState
 	load *loadState
+	// switches are the short and long modes' /backend docker
+	// (dockerSession).
+	switches []switchRecord
 }
 
 // clickAckWait is how long a user waits for Slack to confirm a click: its
@@ -123,6 +126,10 @@ type turnRecord struct {
 	Retries int
 	// On is the backend the turn was to show it ran on ("": not checked).
 	On string
+	// Why says, for each attempt that did not end answered, what ended
+	// it (the failed card the user saw, a send that did not go out, the
+	// timeout), for the report of a lost turn.
+	Why []string
 }
 
 func newWorkload(cfg Config) *workload {
@@ -295,13 +302,36 @@ func (f *modelFaults) next() (fakeopenai.Step, bool) {
 func (w *workload) driveSession(ctx context.Context, s *stack, rng *rand.Rand, sid string) {
 	var th chat.Thread
 	for t := 1; t <= w.cfg.Turns && !w.load.over(sid); t++ {
-		if rec := w.runTurn(ctx, s, rng, &th, sid, t, ""); rec.Outcome == "lost" || th.Thread == "" {
+		on := ""
+		if t == 2 && w.dockerSession(s, sid) {
+			// The rest of the session runs on docker, where the Docker
+			// daemon fault hits it; the next turn's first call shows it.
+			rec := w.askBackend(ctx, s, th, "docker", t)
+			if switchStarted(rec.Reply) {
+				on = "docker"
+			}
+			w.mu.Lock()
+			w.switches = append(w.switches, rec)
+			w.mu.Unlock()
+		}
+		if rec := w.runTurn(ctx, s, rng, &th, sid, t, on); rec.Outcome == "lost" || th.Thread == "" {
 			return
 		}
 	}
 	if th.Thread != "" { // "": the load mode's bound came before its first turn
 		w.verifySession(ctx, s, rng, th, sid, 0)
 	}
+}
+
+// dockerSession reports whether session sid of the short or long mode
+// moves to the docker backend after its first turn: when the stack serves
+// it (Config.Docker), every session but each third (s01, s04, ...).
+func (w *workload) dockerSession(s *stack, sid string) bool {
+	if s.docker == nil || w.cfg.Soak != nil || w.cfg.Load != nil {
+		return false
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(sid, "s"))
+	return err == nil && (n-1)%3 != 0
 }
 
 // callRange is how many calls a turn makes, at least and at most.
@@ -335,10 +365,14 @@ func (w *workload) runTurn(ctx context.Context, s *stack, rng *rand.Rand, th *ch
 		*th, since, ok = w.send(ctx, s, rng, *th, text)
 		if !ok {
 			rec.Outcome = "lost"
+			rec.Why = append(rec.Why, tok+": the message could not be sent")
 			break
 		}
 		rec.Thread = th.Thread
-		out := w.await(ctx, s, *th, since, answer(sid, tok))
+		out, why := w.await(ctx, s, *th, since, answer(sid, tok))
+		if out != "answered" {
+			rec.Why = append(rec.Why, fmt.Sprintf("%s (sent %s): %s", tok, since, why))
+		}
 		if out == "failed" && attempt < 6 && ctx.Err() == nil {
 			// A visible failure (the model's key was refused): the
 			// user asks again, as a person would.
@@ -368,7 +402,7 @@ func (w *workload) verifySession(ctx context.Context, s *stack, rng *rand.Rand, 
 		if th, since, ok = w.send(ctx, s, rng, th, text); !ok {
 			return
 		}
-		if w.await(ctx, s, th, since, "chaos verified "+sid) == "answered" {
+		if out, _ := w.await(ctx, s, th, since, "chaos verified "+sid); out == "answered" {
 			return
 		}
 	}
@@ -439,7 +473,7 @@ func tsLess(a, b string) bool {
 // await answers approvals in th until the answer is posted ("answered"), a
 // turn failure shows ("failed") or the turn timeout passes ("lost"). It
 // reads the bot's messages after the user's message since.
-func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, since, want string) string {
+func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, since, want string) (outcome, why string) {
 	deadline := time.Now().Add(w.cfg.TurnTimeout)
 	// Failed cards of earlier attempts stay in the thread; only a new one
 	// is this attempt's.
@@ -451,12 +485,12 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, since, w
 	}
 	for {
 		if ctx.Err() != nil || time.Now().After(deadline) {
-			return "lost"
+			return "lost", fmt.Sprintf("no answer by %s", deadline.UTC().Format("15:04:05"))
 		}
 		wctx, cancel := context.WithDeadline(ctx, deadline)
 		var msg botMessage
 		var btn *button
-		var outcome string
+		var failedCard string
 		_ = s.chat.wait(wctx, func() bool {
 			btn, outcome = nil, ""
 			w.readReplies(s.chat, th.Thread)
@@ -483,6 +517,7 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, since, w
 			for _, m := range msgs {
 				if strings.Contains(m.Text, "❌ Failed") && !failedBefore[m.Ref] {
 					outcome = "failed"
+					failedCard = fmt.Sprintf("card %s shows ❌ Failed: %.160q", m.Ref, m.Text)
 					return true
 				}
 			}
@@ -490,7 +525,7 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, since, w
 		})
 		cancel()
 		if outcome != "" {
-			return outcome
+			return outcome, failedCard
 		}
 		if btn == nil {
 			continue

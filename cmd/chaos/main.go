@@ -1,6 +1,6 @@
 // Command chaos runs sandbot's chaos suite (package chaos) and prints its
 // report as Markdown: go run ./cmd/chaos [-long | -soak [-soak-turns N] |
-// -load [-load-sessions N] [-load-turns T] [-load-for D]] [-seed N]. Run it from the source tree; it builds cmd/worker and cmd/bot
+// -load [-load-sessions N] [-load-turns T] [-load-for D]] [-cluster] [-seed N]. Run it from the source tree; it builds cmd/worker and cmd/bot
 // itself.
 package main
 
@@ -15,13 +15,17 @@ import (
 	"time"
 
 	"github.com/sandbot/sandbot/chaos"
+	"github.com/sandbot/sandbot/internal/pgtemporal"
 )
 
 func main() {
+	// With -cluster the Temporal server is this program run again.
+	pgtemporal.ServeIfChild()
 	long := flag.Bool("long", false, "the long mode (docs/RELIABILITY.md's figures)")
 	seed := flag.Uint64("seed", 0, "seed (0: from the clock)")
 	keep := flag.Bool("keep", false, "keep the run's directory (state and logs)")
 	faults := flag.String("faults", "", `the faults to inject, comma-separated, or "all" (default: the mode's own; none in the soak)`)
+	onPG := flag.Bool("cluster", false, "the short or long mode on the Temporal server on PostgreSQL (the production shape) instead of the embedded server on SQLite; adds the postgres-restart fault")
 	var o soakOptions
 	flag.BoolVar(&o.on, "soak", false, "the soak: one session of -soak-turns turns with forks and backend switches")
 	flag.IntVar(&o.turns, "soak-turns", 1000, "the soak's turns")
@@ -34,7 +38,7 @@ func main() {
 	flag.IntVar(&l.turns, "load-turns", 2, "the load mode's turns per session, before the read-back")
 	flag.DurationVar(&l.For, "load-for", 15*time.Minute, "the most time the load mode's turns may take; it then reads the markers back and reports how far it got")
 	flag.Parse()
-	if err := run(*long, o, l, *seed, *keep, *faults); err != nil {
+	if err := run(*long, *onPG, o, l, *seed, *keep, *faults); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
@@ -54,7 +58,7 @@ type soakOptions struct {
 	For                   time.Duration
 }
 
-func run(long bool, soak soakOptions, load loadOptions, seed uint64, keep bool, faults string) error {
+func run(long, onPG bool, soak soakOptions, load loadOptions, seed uint64, keep bool, faults string) error {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
@@ -79,6 +83,9 @@ func run(long bool, soak soakOptions, load loadOptions, seed uint64, keep bool, 
 		}
 	case long:
 		cfg = chaos.Long(seed, dir)
+	}
+	if onPG {
+		cfg = chaos.WithCluster(cfg)
 	}
 	if faults != "" {
 		if cfg.Faults, err = chaos.ParseFaults(faults); err != nil {
