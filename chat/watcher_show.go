@@ -192,6 +192,40 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 	w.announce(ctx, v)
 }
 
+// finalEditRetries are the waits between attempts at a finished turn's
+// last card edit when one fails: a 429 storm that outlasts the write's
+// lease bound, a lease that could not be renewed while the server
+// restarted. No later poll makes that edit, so the card would show the
+// turn unfinished for good — the long chaos run of 2026-12-06 (seed
+// 1796551543678679107) found a card still offering Approve for a call
+// approved, run and answered. They run before the answer is posted, while
+// this replica still holds the watch (the answer lets the user start the
+// next turn, which another replica may watch), and add up to well under
+// session.FinalClaimGrace.
+var finalEditRetries = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
+
+// flushFinal makes a finished turn's last card edit, trying again after
+// finalEditRetries while it fails. A card never posted is not posted now:
+// the answer says the turn ended.
+func (w *watcher) flushFinal(ctx context.Context, v *view) {
+	w.flush(ctx, v, true)
+	for _, d := range finalEditRetries {
+		if v.pending == nil || v.ref == "" || ctx.Err() != nil {
+			return
+		}
+		w.log.Info("watcher: the finished turn's card edit did not land; trying again", "turn", v.turn, "in", d)
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.cfg.Clock.After(d):
+		}
+		w.flush(ctx, v, true)
+	}
+	if v.pending != nil && v.ref != "" {
+		w.log.Error("watcher: the finished turn's card could not be updated; it shows the turn as last drawn", "turn", v.turn)
+	}
+}
+
 // leaseMargin is how long before its view of the watch lease ends a
 // replica stops starting card writes (a fifth of a shorter lease): a
 // request on its way when the lease ends must still land before another
@@ -356,7 +390,7 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 	if !quiet {
 		// A turn that answered before its card was ever shown needs no
 		// card; every other one gets its final edit.
-		w.flush(ctx, v, true)
+		w.flushFinal(ctx, v)
 	}
 	// Shared files before the answer, which may refer to them.
 	w.share(ctx, v, ts)
@@ -495,7 +529,7 @@ func (w *watcher) missed(ctx context.Context, v *view, next session.TurnState) {
 	if v.ref != "" {
 		card := RenderTurn(st, w.renderOptions())
 		v.pending = &card
-		w.flush(ctx, v, true)
+		w.flushFinal(ctx, v)
 	}
 	w.share(ctx, v, st)
 	w.endTurn(ctx, st, "")
