@@ -72,8 +72,17 @@ type Config struct {
 	// each keeps in memory between turns (their default when 0).
 	SessionCache int
 	// Docker adds the docker backend, on the local test image
-	// (internal/testimage), to every worker and bot.
+	// (internal/testimage), to every worker and bot. A run whose faults
+	// include FaultDockerRestart gets it, and in the short and long modes
+	// every session but each third moves to docker after its first turn
+	// (dockerSession).
 	Docker bool
+	// Cluster runs the stack on the Temporal server on PostgreSQL
+	// (internal/pgtemporal, the production shape) instead of the embedded
+	// server on SQLite; the program must call pgtemporal.ServeIfChild
+	// first (the server is that program run again). WithCluster also adds
+	// ClusterFaults to the run's faults.
+	Cluster bool
 	// Soak, when set, makes the run the soak: one session of Turns turns
 	// with forks and backend switches along the way (soak.go).
 	Soak *SoakConfig
@@ -104,6 +113,16 @@ var ShortFaults = AllFaults
 func Short(seed uint64, dir string) Config {
 	return Config{Seed: seed, Dir: dir, Sessions: 3, Turns: 3, Hosts: 3, Bots: 2, Faults: ShortFaults,
 		FaultEvery: 6 * time.Second, MaxDeliveries: 4, TurnTimeout: 5 * time.Minute}
+}
+
+// WithCluster puts c on the cluster shape (Config.Cluster) and adds the
+// faults only that shape has to c's own.
+func WithCluster(c Config) Config {
+	c.Cluster = true
+	if len(c.Faults) > 0 {
+		c.Faults = append(slices.Clone(c.Faults), ClusterFaults...)
+	}
+	return c
 }
 
 // Long is the local mode whose figures docs/RELIABILITY.md reports.
@@ -181,6 +200,11 @@ type Report struct {
 	BotRSS        int64
 	HistoryBytes  int64 // the largest current-run history of a session
 	Problems      []string
+	// DockerSwitches are the sessions that asked to move to docker
+	// (dockerSession), DockerStarted those the bot said it moves, and
+	// DockerConfirmed those whose next turn's pwd showed the docker
+	// workspace: the sessions the Docker daemon fault can hit.
+	DockerSwitches, DockerStarted, DockerConfirmed int
 	// Soak is the soak's own findings (nil in the other modes).
 	Soak *SoakReport
 	// Load is how far the load mode got (nil in the other modes).
@@ -220,8 +244,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if len(cfg.Faults) == 0 && cfg.Soak == nil && cfg.Load == nil {
 		cfg.Faults = AllFaults
 	}
+	if slices.Contains(cfg.Faults, FaultDockerRestart) {
+		cfg.Docker = true
+	}
 	rep := Report{Seed: cfg.Seed, Config: fmt.Sprintf("%d sessions × %d turns, %d worker hosts, %d bot replicas, a fault every ~%s",
 		cfg.Sessions, cfg.Turns, cfg.Hosts, cfg.Bots, cfg.FaultEvery)}
+	if cfg.Cluster {
+		rep.Config += "; Temporal server on PostgreSQL"
+	}
 	if cfg.Soak != nil {
 		rep.Config = cfg.Soak.describe(cfg)
 	}
@@ -484,6 +514,29 @@ func (w *workload) check(s *stack, rep *Report) {
 			}
 		}
 	}
+	for _, sw := range w.switches {
+		rep.DockerSwitches++
+		if !switchStarted(sw.Reply) {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("/backend docker before turn %d: the reply was %.200q (not counted as a failure)", sw.Turn, sw.Reply))
+			continue
+		}
+		rep.DockerStarted++
+	}
+	for _, t := range w.turns {
+		if t.On != "docker" {
+			continue
+		}
+		tok := t.Turn
+		if t.Retries > 0 {
+			tok = fmt.Sprintf("%sr%d", t.Turn, t.Retries)
+		}
+		if res := w.results[t.Session+tok+"w"]; ranOn(res, "docker", s.dir) {
+			rep.DockerConfirmed++
+		} else {
+			// A pwd that met the daemon down, say: not a failure.
+			rep.Problems = append(rep.Problems, fmt.Sprintf("turn %s %s, after /backend docker: its pwd read %.200q (not counted as a failure)", t.Session, tok, res))
+		}
+	}
 	if w.cfg.Soak != nil {
 		rep.Soak = w.checkSoak(s, s.slack.Snapshot())
 		rep.Problems = append(rep.Problems, rep.Soak.problems...)
@@ -544,6 +597,9 @@ func (r Report) Markdown() string {
 	row("tool done → card shows it, p50 / p95", fmt.Sprintf("%s / %s", r.ToolCard[0].Round(time.Millisecond), r.ToolCard[1].Round(time.Millisecond)))
 	row("largest session history (current run)", fmt.Sprintf("%d KB", r.HistoryBytes/1024))
 	row("worker / bot resident memory, max", fmt.Sprintf("%d MB / %d MB", r.WorkerRSS>>20, r.BotRSS>>20))
+	if r.DockerSwitches > 0 {
+		row("sessions moved to docker (asked / under way / next turn ran there)", fmt.Sprintf("%d / %d / %d", r.DockerSwitches, r.DockerStarted, r.DockerConfirmed))
+	}
 	var kinds []string
 	for k, n := range r.Faults {
 		kinds = append(kinds, fmt.Sprintf("%s ×%d", k, n))

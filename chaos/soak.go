@@ -336,16 +336,21 @@ func forkRoots(sn fakeslack.Snapshot, after string) []string {
 // soakSwitch asks for a backend switch between turns (one delivery, as
 // for /fork) and reports whether the bot said it is under way.
 func (w *workload) soakSwitch(ctx context.Context, s *stack, th chat.Thread, to string, turn int) bool {
-	rec := switchRecord{To: to, Turn: turn}
-	defer func() {
-		w.mu.Lock()
-		w.soak.switches = append(w.soak.switches, rec)
-		w.mu.Unlock()
-	}()
+	rec := w.askBackend(ctx, s, th, to, turn)
+	w.mu.Lock()
+	w.soak.switches = append(w.soak.switches, rec)
+	w.mu.Unlock()
+	return switchStarted(rec.Reply)
+}
+
+// askBackend sends /backend to in th (one delivery) and waits for the
+// bot's reply naming the backend.
+func (w *workload) askBackend(ctx context.Context, s *stack, th chat.Thread, to string, turn int) (rec switchRecord) {
+	rec = switchRecord{To: to, Turn: turn}
 	_, asked, _, err := s.chat.post(ctx, th, "/backend "+to)
 	if err != nil {
 		rec.Reply = "(the /backend message was not delivered)"
-		return false
+		return rec
 	}
 	rec.Asked = asked
 	// Its reply names the backend (a refusal too); anything else the bot
@@ -366,9 +371,8 @@ func (w *workload) soakSwitch(ctx context.Context, s *stack, th chat.Thread, to 
 		if msgs := botMessagesSince(sn, th.Thread, rec.Asked); len(msgs) > 0 {
 			rec.Reply += "; the bot said " + messageText(msgs[0])
 		}
-		return false
 	}
-	return switchStarted(rec.Reply)
+	return rec
 }
 
 // switchStarted reports whether a /backend reply says the switch is under

@@ -100,6 +100,9 @@ type workload struct {
 	// (load.go; nil in the other modes).
 	soak soakState
 	load *loadState
+	// switches are the short and long modes' /backend docker
+	// (dockerSession).
+	switches []switchRecord
 }
 
 // clickAckWait is how long a user waits for Slack to confirm a click: its
@@ -299,13 +302,36 @@ func (f *modelFaults) next() (fakeopenai.Step, bool) {
 func (w *workload) driveSession(ctx context.Context, s *stack, rng *rand.Rand, sid string) {
 	var th chat.Thread
 	for t := 1; t <= w.cfg.Turns && !w.load.over(sid); t++ {
-		if rec := w.runTurn(ctx, s, rng, &th, sid, t, ""); rec.Outcome == "lost" || th.Thread == "" {
+		on := ""
+		if t == 2 && w.dockerSession(s, sid) {
+			// The rest of the session runs on docker, where the Docker
+			// daemon fault hits it; the next turn's first call shows it.
+			rec := w.askBackend(ctx, s, th, "docker", t)
+			if switchStarted(rec.Reply) {
+				on = "docker"
+			}
+			w.mu.Lock()
+			w.switches = append(w.switches, rec)
+			w.mu.Unlock()
+		}
+		if rec := w.runTurn(ctx, s, rng, &th, sid, t, on); rec.Outcome == "lost" || th.Thread == "" {
 			return
 		}
 	}
 	if th.Thread != "" { // "": the load mode's bound came before its first turn
 		w.verifySession(ctx, s, rng, th, sid, 0)
 	}
+}
+
+// dockerSession reports whether session sid of the short or long mode
+// moves to the docker backend after its first turn: when the stack serves
+// it (Config.Docker), every session but each third (s01, s04, ...).
+func (w *workload) dockerSession(s *stack, sid string) bool {
+	if s.docker == nil || w.cfg.Soak != nil || w.cfg.Load != nil {
+		return false
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(sid, "s"))
+	return err == nil && (n-1)%3 != 0
 }
 
 // callRange is how many calls a turn makes, at least and at most.
