@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 	"unsafe"
@@ -107,6 +108,25 @@ type chunk struct {
 // TranscriptKey is where the chunk with digest d of a session lives.
 func TranscriptKey(sessionID, digest string) string {
 	return TranscriptPrefix(sessionID) + digest + ".json"
+}
+
+// chunkJSON is json.Marshal(chunk{parent, depth, msgs}) for body, the
+// encoding of msgs that chunkDigest made: the messages, most of a chunk
+// and all of a whole one, are encoded once. parent is a hex digest (or
+// empty), which JSON needs no escape for.
+func chunkJSON(parent string, depth int, body []byte) []byte {
+	out := make([]byte, 0, len(body)+len(parent)+48)
+	out = append(out, '{')
+	if parent != "" {
+		out = append(out, `"parent":"`...)
+		out = append(out, parent...)
+		out = append(out, `",`...)
+	}
+	out = append(out, `"depth":`...)
+	out = strconv.AppendInt(out, int64(depth), 10)
+	out = append(out, `,"messages":`...)
+	out = append(out, body...)
+	return append(out, '}')
 }
 
 func chunkDigest(parent string, msgs []session.Message) (string, []byte, error) {
@@ -322,17 +342,14 @@ func (t *transcripts) extend(store TranscriptStore, sessionID string, base *cach
 		stored = stored[skip:]
 		parent, depth, chunkMsgs, skipped = "", 0, stored, skip
 	}
-	digest, _, err := chunkDigest(parent, chunkMsgs)
+	digest, body, err := chunkDigest(parent, chunkMsgs)
 	if err != nil {
 		return TranscriptRef{}, nil, 0, nil, err
 	}
 	ref := TranscriptRef{Digest: digest, Count: len(stored)}
 	write := func(context.Context) error { return nil }
 	if _, ok := t.get(digest); !ok && store != nil {
-		out, err := json.Marshal(chunk{Parent: parent, Depth: depth, Messages: chunkMsgs})
-		if err != nil {
-			return TranscriptRef{}, nil, 0, nil, err
-		}
+		out := chunkJSON(parent, depth, body)
 		key := TranscriptKey(sessionID, digest)
 		// Content-addressed: writing it again (a retried call) writes
 		// the same bytes.

@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/sandbot/sandbot/session"
@@ -96,4 +98,27 @@ func TestTranscriptCacheBoundIsRealMemory(t *testing.T) {
 		t.Errorf("the cache holds %d bytes of live heap, over its bound of %d", held, limit)
 	}
 	runtime.KeepAlive(c)
+}
+
+// A chunk is written from the messages' encoding made for its digest, in
+// the bytes json.Marshal makes of the chunk, so any reader decodes it.
+func TestChunkJSONIsTheChunksEncoding(t *testing.T) {
+	msgs := []session.Message{
+		{Role: session.RoleUser, Content: "a <b> & \"c\"\n\u2028", User: "ann"},
+		{Role: session.RoleAssistant, ToolCalls: []session.ToolCall{{ID: "call_1", Name: "shell", Arguments: `{"commands":["true"]}`}}},
+		{Role: session.RoleTool, ToolCallID: "call_1", Content: "$ true"},
+	}
+	for _, c := range []chunk{{Messages: msgs}, {Parent: strings.Repeat("0123456789abcdef", 4), Depth: 31, Messages: msgs}, {Messages: []session.Message{}}} {
+		_, body, err := chunkDigest(c.Parent, c.Messages)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := chunkJSON(c.Parent, c.Depth, body); string(got) != string(want) {
+			t.Errorf("chunkJSON = %s, want %s", got, want)
+		}
+	}
 }

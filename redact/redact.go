@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -49,7 +50,23 @@ type Redactor struct {
 	needles []needle // longest first
 	skipped []string
 	names   []string
+	// heads are the needles' first MinLen bytes as little-endian words,
+	// sorted, and seen a bit per hash of a head (nil: hand every text to
+	// repl). A text none of whose MinLen-byte windows is a head holds no
+	// needle, so Redact returns it without running the replacer, whose
+	// search of every position costs about 60 ns a byte: the model
+	// activity scrubs the whole transcript at every call.
+	heads []uint64
+	seen  *[headBits / 64]uint64
 }
+
+// headBits is the size of Redactor.seen: with a few hundred needles (a
+// dozen secrets) a window that is no head hits one in a few hundred, and
+// costs a binary search of heads.
+const headBits = 1 << 16
+
+// headHash maps a MinLen-byte window to its bit in Redactor.seen.
+func headHash(w uint64) uint64 { return (w * 0x9E3779B97F4A7C15) >> (64 - 16) }
 
 // needle is one rendering of a secret and the marker that replaces it.
 type needle struct{ text, marker string }
@@ -109,7 +126,58 @@ func New(secrets ...Secret) *Redactor {
 	}
 	r.repl = strings.NewReplacer(pairs...)
 	r.needles = needles
+	r.seen = new([headBits / 64]uint64)
+	for _, n := range needles {
+		w := window(n.text, 0)
+		r.heads = append(r.heads, w)
+		h := headHash(w)
+		r.seen[h/64] |= 1 << (h % 64)
+	}
+	slices.Sort(r.heads)
+	r.heads = slices.Compact(r.heads)
 	return r
+}
+
+// window reads MinLen bytes into a word: MinLen must stay 8.
+const _ = uint(MinLen-8) + uint(8-MinLen)
+
+// window is s[i:i+MinLen] as a little-endian word.
+func window(s string, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
+// mayHold reports whether s may hold a needle: whether some MinLen-byte
+// window of s is the head of one (every needle is at least MinLen long).
+// False means it holds none.
+func (r *Redactor) mayHold(s string) bool {
+	if r.seen == nil {
+		return true
+	}
+	if len(s) < MinLen {
+		return false
+	}
+	w := window(s, 0)
+	for i := MinLen; ; i++ {
+		if h := headHash(w); r.seen[h/64]&(1<<(h%64)) != 0 {
+			if _, ok := slices.BinarySearch(r.heads, w); ok {
+				return true
+			}
+		}
+		if i == len(s) {
+			return false
+		}
+		w = w>>8 | uint64(s[i])<<56
+	}
+}
+
+// replace is r.repl.Replace, skipped for a text that holds no needle.
+func (r *Redactor) replace(s string) string {
+	if !r.mayHold(s) {
+		return s
+	}
+	return r.repl.Replace(s)
 }
 
 // MinPartial is the shortest piece of a secret RedactAround scrubs at a
@@ -196,7 +264,7 @@ func (r *Redactor) Redact(s string) string {
 	if r == nil || r.repl == nil || s == "" {
 		return s
 	}
-	s = r.repl.Replace(s)
+	s = r.replace(s)
 	if !strings.Contains(s, "\n") {
 		return s
 	}
@@ -221,7 +289,7 @@ func (r *Redactor) unwrapped(s string) string {
 		if start >= 0 && n >= 2 {
 			block := s[start:end]
 			joined := strings.ReplaceAll(strings.ReplaceAll(block, "\r", ""), "\n", "")
-			if red := r.repl.Replace(joined); red != joined {
+			if red := r.replace(joined); red != joined {
 				out.WriteString(s[copied:start])
 				out.WriteString(red)
 				copied = end

@@ -205,3 +205,73 @@ func TestRedactAroundScrubsPiecesAtCuts(t *testing.T) {
 		t.Errorf("cut base64 survived: %q", out)
 	}
 }
+
+// The replacer runs only on texts that hold the head of a needle; a
+// redactor without that filter (seen nil) must scrub every text the same.
+func TestHeadFilterChangesNothing(t *testing.T) {
+	r := New(
+		Secret{Name: keyName, Value: key},
+		Secret{Name: "SANDBOT_SLACK_BOT_TOKEN", Value: "xoxb-1111-2222-abcdefABCDEF"},
+		Secret{Name: "SHORTISH", Value: "12345678"},
+	)
+	plain := *r
+	plain.seen = nil
+	var pieces []string
+	for _, n := range r.needles {
+		pieces = append(pieces, n.text, n.text[:len(n.text)-1], n.text[1:], n.text[:MinLen], n.text[:MinLen-1])
+		// Wrapped over lines, as base64 and xxd -p wrap.
+		var lines []string
+		for i := 0; i < len(n.text); i += 5 {
+			lines = append(lines, n.text[i:min(i+5, len(n.text))])
+		}
+		pieces = append(pieces, strings.Join(lines, "\n"))
+	}
+	pieces = append(pieces, "", "\n", "x", "$ true\n", "ordinary text ", "QUJD", "\r\n", "éü", "\xff")
+	rnd := uint64(1)
+	next := func(n int) int {
+		rnd ^= rnd << 13
+		rnd ^= rnd >> 7
+		rnd ^= rnd << 17
+		return int(rnd % uint64(n))
+	}
+	for i := 0; i < 20000; i++ {
+		var sb strings.Builder
+		for k := next(6); k >= 0; k-- {
+			sb.WriteString(pieces[next(len(pieces))])
+		}
+		in := sb.String()
+		if got, want := r.Redact(in), plain.Redact(in); got != want {
+			t.Fatalf("Redact(%q) = %q with the head filter, %q without", in, got, want)
+		}
+	}
+	for _, n := range r.needles {
+		if !r.mayHold("..." + n.text + "...") {
+			t.Errorf("the filter misses needle %q", n.text)
+		}
+	}
+	if r.mayHold(strings.Repeat("drwxr-xr-x  2 root root 4096 Dec  1 19:56 name\n", 100)) {
+		t.Log("the filter let an ordinary listing through (a false positive; harmless, but unlikely)")
+	}
+}
+
+// BenchmarkRedactTranscript measures scrubbing the messages of a long
+// session's transcript, as the model activity does at every call: many
+// short texts, none holding a secret.
+func BenchmarkRedactTranscript(b *testing.B) {
+	r := newKeyRedactor()
+	var msgs []string
+	for i := 0; i < 550; i++ {
+		msgs = append(msgs, []string{`{"commands":["true"]}`, "$ true\n(exit 0, no output)", "go"}[i%3])
+	}
+	n := 0
+	for _, m := range msgs {
+		n += len(m)
+	}
+	b.SetBytes(int64(n))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, m := range msgs {
+			_ = r.Redact(m)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -162,6 +163,41 @@ func TestFileStoreKeepsNoTempFilesOrSidecars(t *testing.T) {
 	})
 	if len(files) != 1 || files[0] != key {
 		t.Errorf("store directory holds %v, want just %s", files, key)
+	}
+}
+
+// A put copies through the store's own buffer (sized to a small object,
+// or pooled), not the 1 MiB one the blob writer's ReaderFrom allocates and
+// zeroes per call: a model call writes a transcript chunk of a few hundred
+// bytes and waits for it.
+func TestSmallPutsAllocateLittle(t *testing.T) {
+	s, err := Open(context.Background(), "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	body := bytes.Repeat([]byte("x"), 1000)
+	put := func(i int, r io.Reader) {
+		if _, err := s.Put(ctx, sandbox.SessionPrefix("s")+"transcript/"+strings.Repeat("a", i+1)+".json", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(0, io.MultiReader(bytes.NewReader(body))) // fills the pool
+	const n = 20
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := 1; i <= n; i++ {
+		if i%2 == 0 {
+			put(i, bytes.NewReader(body)) // sized: a buffer of its size
+		} else {
+			put(i, io.MultiReader(bytes.NewReader(body))) // unsized: the pool's
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > n*64<<10 {
+		t.Errorf("%d puts of %d bytes allocated %d bytes, want under %d (no 1 MiB buffer per put)", n, len(body), got, n*64<<10)
 	}
 }
 
