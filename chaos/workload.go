@@ -403,7 +403,16 @@ func (w *workload) verifySession(ctx context.Context, s *stack, rng *rand.Rand, 
 			return
 		}
 		if out, _ := w.await(ctx, s, th, since, "chaos verified "+sid); out == "answered" {
-			return
+			w.mu.Lock()
+			_, read := w.verified[sid]
+			w.mu.Unlock()
+			if read {
+				return
+			}
+			// Answered without a complete read: every read failed, as
+			// when the Docker daemon was down for the few seconds its
+			// retries took. The user asks again a little later.
+			sleep(ctx, 10*time.Second)
 		}
 	}
 }
