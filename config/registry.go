@@ -106,6 +106,7 @@ var OtherNames = map[string]string{
 	"SANDBOT_BENCH_IDLE_SESSIONS": "benchmarks: how many idle sessions the scale-at-rest benchmark creates (default 10,000)",
 	"SANDBOT_BENCH_IDLE_WINDOW":   "benchmarks: how long the scale-at-rest benchmark counts the bot's calls while every session is idle (default 1m)",
 	"SANDBOT_FUZZTIME":            "CI: the fuzzing step's budget per target (.ci/run), instead of its fixed input counts",
+	"SANDBOT_PGTEMPORAL_SERVE":    "tests: marks a chaos or cluster test binary started again as the Temporal server on PostgreSQL (internal/pgtemporal), with its spec file",
 }
 
 // registry is every setting: the core's here, the chat platforms' in
