@@ -82,6 +82,14 @@ func (a *Adapter) handleCommand(ctx context.Context, r *ireply) {
 		return
 	}
 	u := r.user()
+	if u.ID == "" || th.Channel == "" {
+		// Discord always says who and where; a payload that does not is
+		// malformed, and a command from nobody, or for no place, must
+		// reach no session (the gateway fuzzer sent one).
+		a.log.Warn("command without a user or a channel; ignored", "interaction_id", r.i.ID, "command", cmd.Name)
+		r.answer(ctx, chat.Reply{Text: "I could not tell who sent this command, or where; nothing was done.", Ephemeral: true})
+		return
+	}
 	if err := a.cfg.Authorize(u, th); err != nil {
 		a.log.Info("command refused", "command", cmd.Name, "user_id", u.ID, "reason", err)
 		r.answer(ctx, chat.Reply{Text: chat.UserMessage(err), Ephemeral: true})
