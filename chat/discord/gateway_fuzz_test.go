@@ -85,7 +85,7 @@ type gatewayFuzz struct {
 	seen [][2]string // dispatches captured off the gateway: type, d
 }
 
-func newGatewayFuzz(f *testing.F) *gatewayFuzz {
+func newGatewayFuzz(f testing.TB) *gatewayFuzz {
 	f.Helper()
 	g := &gatewayFuzz{fake: fakediscord.Start(f, fakediscord.Options{}), core: &chattest.Core{}}
 	a, err := New(Config{
@@ -295,5 +295,26 @@ func gatewayGone(t *testing.T, before int) {
 			t.Fatalf("%d goroutines, %d before the input:\n%s", n, before, bytes.TrimSpace(buf[:runtime.Stack(buf, true)]))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A slash command whose payload names no user, or no channel (a DM
+// interaction without its channel), is answered and dropped: the core must
+// never run a command from nobody or for no place. CI's gateway fuzzing
+// found one that reached the core.
+func TestCommandWithoutUserOrPlaceIsDropped(t *testing.T) {
+	g := newGatewayFuzz(t)
+	for i, raw := range []string{
+		`{"type":2,"data":{"name":"status"},"id":"9100000000000000001"}`,
+		`{"type":2,"data":{"name":"status"},"id":"9100000000000000002","channel_id":"1"}`,
+		`{"type":2,"data":{"name":"status"},"id":"9100000000000000003","user":{"id":"7000000000000000001","username":"alice"}}`,
+	} {
+		was := g.state()
+		if !g.a.dispatch("INTERACTION_CREATE", []byte(raw)) {
+			t.Fatalf("input %d: discordgo refused the dispatch", i)
+		}
+		if got := g.core.Record().Commands[was.commands:]; len(got) != 0 {
+			t.Errorf("input %d (%s) reached the core as %+v", i, raw, got)
+		}
 	}
 }
