@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sandbot/sandbot/internal/syncbuf"
 )
 
 // proc is one sandbot process of the stack (cmd/worker or cmd/bot). It can
@@ -32,7 +33,7 @@ type proc struct {
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *syncbuf.Buffer
 	exited chan struct{}
 	starts int
 }
@@ -58,7 +59,7 @@ func (p *proc) start(ctx context.Context, banner string) error {
 		p.mu.Unlock()
 		return err
 	}
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd := exec.Command(p.bin)
 	cmd.Dir = p.dir
 	cmd.Env = p.env
@@ -258,23 +259,6 @@ func (p *proc) saveProfiles(dir, tag string) (int, error) {
 }
 
 var goroutineTotal = regexp.MustCompile(`goroutine profile: total (\d+)`)
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func tail(s string, n int) string {
 	if len(s) > n {

@@ -331,7 +331,7 @@ func (s *stack) startCluster(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	c, err := pgtemporal.New(dir)
+	c, err := pgtemporal.New(dir, pgtemporal.Options{})
 	if err != nil {
 		return fmt.Errorf("start the Temporal server on PostgreSQL: %w", err)
 	}

@@ -1,10 +1,14 @@
 package cluster
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbot/sandbot/internal/pgtemporal"
+	"github.com/sandbot/sandbot/session"
 )
 
 // TestBadConfiguration: a process given a wrong setting does not start,
@@ -25,28 +29,29 @@ func TestBadConfiguration(t *testing.T) {
 			{"wrong-password", "password", "password authentication failed"},
 			{"no-such-database", "database", "does not exist (3D000)"},
 		} {
-			spec := c.spec
-			ports, err := freePorts(5)
-			if err != nil {
-				t.Fatal(err)
-			}
-			spec.Frontend, spec.FrontendHTTP, spec.History, spec.Matching, spec.Worker = ports[0], ports[1], ports[2], ports[3], ports[4]
-			u, _ := url.Parse(spec.DB)
+			db := c.Databases()
+			u, _ := url.Parse(db.Main)
 			if bad.edit == "password" {
 				u.User = url.UserPassword(u.User.Username(), "not-the-password")
 			} else {
 				u.Path = "/no_such_db"
 			}
-			spec.DB = u.String()
+			db.Main = u.String()
+			srv, err := pgtemporal.NewServer(t.TempDir(), db, pgtemporal.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			start := time.Now()
-			_, _, stderr, err := runServer(spec, t.TempDir(), &syncBuffer{})
-			if err == nil {
-				t.Fatalf("%s: the server started", bad.name)
+			err = srv.Start()
+			srv.Close()
+			var exit *pgtemporal.ExitError
+			if !errors.As(err, &exit) {
+				t.Fatalf("%s: the server started, or did not exit: %v", bad.name, err)
 			}
 			// The server logs the driver's reason, then exits with an
 			// error naming the store (our wrapper adds which store).
-			msg := stderr.String()
-			redacted := redactURL(spec.DB)
+			msg := exit.Stderr
+			redacted := pgtemporal.RedactURL(db.Main)
 			pw, _ := u.User.Password()
 			if !strings.Contains(msg, bad.want) || !strings.Contains(msg, "persistence "+redacted) || strings.Contains(msg, pw) {
 				t.Fatalf("%s: the server's error should name the store %s (password hidden) and say %q:\n%s", bad.name, redacted, bad.want, msg)
@@ -87,13 +92,8 @@ func TestBadConfiguration(t *testing.T) {
 func badCredentials(t *testing.T, w *world) {
 	sec := startSecureServer(t, w.c, "secure_"+strings.ReplaceAll(w.ns, "-", "_"))
 	ctx := testContext(t)
-	admin, err := sec.Dial(ctx, "default")
-	if err != nil {
-		t.Fatalf("dial %s with the right credentials: %v", sec, err)
-	}
-	defer admin.Close()
-	if err := createNamespace(ctx, admin, w.ns); err != nil {
-		t.Fatal(err)
+	if err := sec.CreateNamespace(ctx, w.ns, session.SearchAttributeTypes()); err != nil {
+		t.Fatalf("create namespace %s on %s with the right credentials: %v", w.ns, sec, err)
 	}
 	worker, bot := currentBinary(t, "cmd/worker"), currentBinary(t, "cmd/bot")
 	// secured replaces the world's Temporal settings with the secure

@@ -13,18 +13,20 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sandbot/sandbot/internal/pgtemporal"
 	"github.com/sandbot/sandbot/internal/pgtest"
 )
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(serveEnv); spec != "" {
-		serve(spec) // a server child: never returns
-	}
+	// A child started as the Temporal server (internal/pgtemporal) runs it
+	// and never returns.
+	pgtemporal.ServeIfChild()
 	code := m.Run()
 	shared.mu.Lock()
 	if shared.c != nil {
@@ -49,14 +51,14 @@ const waitTimeout = 2 * time.Minute
 // the restart test makes its own.
 var shared struct {
 	mu   sync.Mutex
-	c    *tcluster
+	c    *pgtemporal.Cluster
 	dir  string
 	err  error
 	done bool
 }
 
 // sharedCluster starts the shared cluster on first use.
-func sharedCluster(t testing.TB) *tcluster {
+func sharedCluster(t testing.TB) *pgtemporal.Cluster {
 	t.Helper()
 	pgtest.Require(t)
 	shared.mu.Lock()
@@ -77,7 +79,7 @@ func sharedCluster(t testing.TB) *tcluster {
 }
 
 // ownCluster starts a cluster for one test, closed when it ends.
-func ownCluster(t testing.TB) *tcluster {
+func ownCluster(t testing.TB) *pgtemporal.Cluster {
 	t.Helper()
 	pgtest.Require(t)
 	start := time.Now()
@@ -93,6 +95,22 @@ func ownCluster(t testing.TB) *tcluster {
 		c.Close()
 	})
 	return c
+}
+
+// newCluster starts a cluster (PostgreSQL, schema, Temporal server) with
+// dir for its spec file and log. Close it.
+func newCluster(dir string) (*pgtemporal.Cluster, error) {
+	return pgtemporal.New(dir, pgtemporal.Options{ClientLog: clientLog()})
+}
+
+// clientLog is where the suite's Temporal clients log: warnings and
+// errors, on stderr with SANDBOT_TEST_LOG set and nowhere otherwise.
+func clientLog() *slog.Logger {
+	h := slog.DiscardHandler
+	if os.Getenv("SANDBOT_TEST_LOG") != "" {
+		h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
+	}
+	return slog.New(h)
 }
 
 func testContext(t testing.TB) context.Context {

@@ -20,6 +20,8 @@ import (
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/sandbot/sandbot/internal/syncbuf"
 )
 
 // proc is a sandbot process (cmd/worker or cmd/bot) the test started. Its
@@ -28,7 +30,7 @@ import (
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *syncbuf.Buffer
 	exited chan struct{}
 	// Addr is its metrics and health listener (SANDBOT_METRICS_ADDR).
 	Addr string
@@ -43,7 +45,7 @@ func startProc(t testing.TB, name, bin, dir string, env []string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{name: name, out: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{name: name, out: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "SANDBOT_METRICS_ADDR="); ok {
 			p.Addr = v
@@ -169,6 +171,16 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+// lastLines is the last n lines of s: a failure's reason in a test's log
+// without all the output before it.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Addresses: every worker host and bot replica gets a loopback address of

@@ -32,13 +32,13 @@ func TestClusterRestart(t *testing.T) {
 
 	start := time.Now()
 	c.Kill()
-	if err := c.pg.Kill(); err != nil {
+	if err := c.Postgres().Kill(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.turnState(th); err == nil {
 		t.Fatal("the session answered with the cluster down")
 	}
-	if err := c.pg.Start(); err != nil {
+	if err := c.Postgres().Start(); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Start(); err != nil {

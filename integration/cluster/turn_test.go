@@ -64,7 +64,7 @@ func TestClusterTurn(t *testing.T) {
 	}
 	// The session is in the cluster's PostgreSQL visibility store.
 	c := w.c
-	n, err := c.pg.SQL("temporal_visibility", "SELECT count(*) FROM executions_visibility WHERE workflow_id = '"+th.ID()+"'")
+	n, err := c.Postgres().SQL("temporal_visibility", "SELECT count(*) FROM executions_visibility WHERE workflow_id = '"+th.ID()+"'")
 	if err != nil || strings.TrimSpace(n) != "1" {
 		t.Fatalf("the session in PostgreSQL's executions_visibility: %q, %v", n, err)
 	}

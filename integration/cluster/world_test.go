@@ -18,6 +18,7 @@ import (
 	"github.com/sandbot/sandbot/chat/slack"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
+	"github.com/sandbot/sandbot/internal/pgtemporal"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -29,7 +30,7 @@ import (
 type world struct {
 	t       *testing.T
 	ctx     context.Context
-	c       *tcluster
+	c       *pgtemporal.Cluster
 	ns      string
 	queue   string
 	key     string
@@ -51,12 +52,12 @@ const alice = "U0ALICE"
 // (-count) gets new namespaces, buckets and session IDs on the same cluster.
 var worlds atomic.Int32
 
-func newWorld(t *testing.T, c *tcluster, base string) *world {
+func newWorld(t *testing.T, c *pgtemporal.Cluster, base string) *world {
 	t.Helper()
 	ctx := testContext(t)
 	n := worlds.Add(1)
 	name := fmt.Sprintf("%s-%d", base, n)
-	if err := c.CreateNamespace(ctx, name); err != nil {
+	if err := c.CreateNamespace(ctx, name, session.SearchAttributeTypes()); err != nil {
 		t.Fatal(err)
 	}
 	cl, err := c.Dial(ctx, name)
