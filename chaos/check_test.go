@@ -83,3 +83,28 @@ func TestCheckCountsDeletedCards(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckCountsSlowTurnsApart: an answered turn that took longer than
+// SlowTurn is counted as slow, with its time, and not as lost; a turn
+// whose answer never came is lost.
+func TestCheckCountsSlowTurnsApart(t *testing.T) {
+	fake := fakeslack.New(fakeslack.Options{TeamID: "TCHAOS"})
+	t.Cleanup(fake.Close)
+	w := newWorkload(Config{})
+	w.turns = []turnRecord{
+		{Session: "s01", Turn: "t1", Outcome: "answered", Took: time.Minute},
+		{Session: "s01", Turn: "t2", Outcome: "answered", Took: SlowTurn + 38*time.Second},
+		{Session: "s02", Turn: "t1", Outcome: "lost"},
+	}
+	var rep Report
+	w.check(&stack{slack: fake}, &rep)
+	if rep.SlowTurns != 1 || rep.TurnsLost != 1 || rep.Answered != 2 {
+		t.Fatalf("slow %d, lost %d, answered %d; want 1, 1 and 2", rep.SlowTurns, rep.TurnsLost, rep.Answered)
+	}
+	if want := SlowTurn + 38*time.Second; rep.TurnTime[2] != want || rep.TurnTime[0] != time.Minute {
+		t.Errorf("turn time p50 %s, longest %s; want 1m0s and %s", rep.TurnTime[0], rep.TurnTime[2], want)
+	}
+	if got := strings.Join(rep.Failures(), "; "); strings.Contains(got, "slow") || !strings.Contains(got, "turns lost: 1") {
+		t.Errorf("failures %q: want the lost turn and not the slow one", got)
+	}
+}

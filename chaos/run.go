@@ -100,7 +100,12 @@ type Config struct {
 	FaultEvery time.Duration
 	// MaxDeliveries is the most times one Slack event is delivered (4).
 	MaxDeliveries int
-	// TurnTimeout is how long a turn may take before it counts as lost.
+	// TurnTimeout is how long a turn may take before it counts as lost:
+	// the suite stops waiting for its answer. It is well past SlowTurn,
+	// so a turn that is slow under the faults is reported as slow, with
+	// its time, and not as lost (the long mode's 8 sessions share the
+	// workspace's 50 chat.update calls a minute, and every call of a turn
+	// waits for a card edit that shows its Approve button).
 	TurnTimeout time.Duration
 	// Log receives the stack's and the faults' log lines.
 	Log *slog.Logger
@@ -112,8 +117,12 @@ var ShortFaults = AllFaults
 // Short is the CI mode: a few minutes on two cores.
 func Short(seed uint64, dir string) Config {
 	return Config{Seed: seed, Dir: dir, Sessions: 3, Turns: 3, Hosts: 3, Bots: 2, Faults: ShortFaults,
-		FaultEvery: 6 * time.Second, MaxDeliveries: 4, TurnTimeout: 5 * time.Minute}
+		FaultEvery: 6 * time.Second, MaxDeliveries: 4, TurnTimeout: 10 * time.Minute}
 }
+
+// SlowTurn is the turn time the report counts turns past: a figure, not a
+// failure (see Config.TurnTimeout).
+const SlowTurn = 5 * time.Minute
 
 // WithCluster puts c on the cluster shape (Config.Cluster) and adds the
 // faults only that shape has to c's own.
@@ -194,12 +203,17 @@ type Report struct {
 	Replies       []string
 	FirstCard     [2]time.Duration // p50, p95
 	ToolCard      [2]time.Duration
-	Faults        map[string]int
-	FaultErrors   []string
-	WorkerRSS     int64 // the largest resident size seen, bytes
-	BotRSS        int64
-	HistoryBytes  int64 // the largest current-run history of a session
-	Problems      []string
+	// TurnTime is the answered turns' time from message to answer: p50,
+	// p95 and the longest; SlowTurns is how many took longer than
+	// SlowTurn.
+	TurnTime     [3]time.Duration
+	SlowTurns    int
+	Faults       map[string]int
+	FaultErrors  []string
+	WorkerRSS    int64 // the largest resident size seen, bytes
+	BotRSS       int64
+	HistoryBytes int64 // the largest current-run history of a session
+	Problems     []string
 	// DockerSwitches are the sessions that asked to move to docker
 	// (dockerSession), DockerStarted those the bot said it moves, and
 	// DockerConfirmed those whose next turn's pwd showed the docker
@@ -474,6 +488,16 @@ func (w *workload) check(s *stack, rep *Report) {
 		}
 	}
 	sessions := map[string]bool{}
+	var took []time.Duration
+	for _, t := range w.turns {
+		if t.Outcome == "answered" {
+			took = append(took, t.Took)
+			if t.Took > SlowTurn {
+				rep.SlowTurns++
+			}
+		}
+	}
+	rep.TurnTime = [3]time.Duration{percentile(took, 0.5), percentile(took, 0.95), percentile(took, 1)}
 	for _, t := range w.turns {
 		sessions[t.Session] = true
 		rep.Turns++
@@ -595,6 +619,7 @@ func (r Report) Markdown() string {
 	row("approvals lost / decided twice (must be 0), of those checked on their card", fmt.Sprintf("%d / %d of %d", r.ApprovalsLost, r.ApprovalsTwice, r.ApprovalsChecked))
 	row("message → first status card, p50 / p95", fmt.Sprintf("%s / %s", r.FirstCard[0].Round(time.Millisecond), r.FirstCard[1].Round(time.Millisecond)))
 	row("tool done → card shows it, p50 / p95", fmt.Sprintf("%s / %s", r.ToolCard[0].Round(time.Millisecond), r.ToolCard[1].Round(time.Millisecond)))
+	row(fmt.Sprintf("turn time, message → answer, p50 / p95 / longest (over %s)", SlowTurn), fmt.Sprintf("%s / %s / %s (%d)", r.TurnTime[0].Round(time.Second), r.TurnTime[1].Round(time.Second), r.TurnTime[2].Round(time.Second), r.SlowTurns))
 	row("largest session history (current run)", fmt.Sprintf("%d KB", r.HistoryBytes/1024))
 	row("worker / bot resident memory, max", fmt.Sprintf("%d MB / %d MB", r.WorkerRSS>>20, r.BotRSS>>20))
 	if r.DockerSwitches > 0 {

@@ -130,6 +130,9 @@ type turnRecord struct {
 	// it (the failed card the user saw, a send that did not go out, the
 	// timeout), for the report of a lost turn.
 	Why []string
+	// Took is how long the answered attempt took, from the user's
+	// message to the answer in the thread.
+	Took time.Duration
 }
 
 func newWorkload(cfg Config) *workload {
@@ -369,8 +372,11 @@ func (w *workload) runTurn(ctx context.Context, s *stack, rng *rand.Rand, th *ch
 			break
 		}
 		rec.Thread = th.Thread
+		sent := time.Now()
 		out, why := w.await(ctx, s, *th, since, answer(sid, tok))
-		if out != "answered" {
+		if out == "answered" {
+			rec.Took = time.Since(sent)
+		} else {
 			rec.Why = append(rec.Why, fmt.Sprintf("%s (sent %s): %s", tok, since, why))
 		}
 		if out == "failed" && attempt < 6 && ctx.Err() == nil {
