@@ -106,6 +106,13 @@ func FormatShellResult(results []sandbox.CommandResult) string {
 			b.WriteString(InterruptedNote + "\n")
 			continue
 		}
+		if r.Error != "" {
+			// It did not run to an end the backend saw (the sandbox
+			// could not start it, or the call was stopped): the error,
+			// never an exit code, which would read as the command's.
+			b.WriteString(r.Error + "\n")
+			continue
+		}
 		if r.Stdout == "" && r.Stderr == "" {
 			b.WriteString("(no output)\n")
 		}

@@ -201,7 +201,18 @@ func (a *Activities) Exec(ctx context.Context, req ExecRequest) (ExecResult, err
 				cr.Error = "stopped: the call was canceled while this command ran"
 			case i == 0 && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnavailable)):
 				return ExecResult{}, classify("exec", err) // nothing ran
+			case errors.Is(err, ErrOutcomeUnknown):
+				// Started, end unseen: it may have run, so it is
+				// interrupted, as when the worker dies mid-command.
+				cr.Interrupted = true
+				cr.ExitCode = -1
+				cr.Error = err.Error()
 			default:
+				// It did not run (or not to a known end): no exit
+				// code, lest a zero one read as success. The chaos
+				// suite caught a command the Docker daemon refused to
+				// start reported to the model as "exit code: 0".
+				cr.ExitCode = -1
 				cr.Error = fmt.Sprintf("could not run: %v", err)
 			}
 			results = append(results, cr)

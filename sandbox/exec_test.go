@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/sandbot/sandbot/agent"
 	"github.com/sandbot/sandbot/sandbox"
 	"github.com/sandbot/sandbot/sandbox/local"
 	"github.com/sandbot/sandbot/sandbox/sandboxtest"
@@ -310,5 +311,77 @@ func recordBeats(f *fixture) func() []sandbox.ExecProgress {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(beats)
+	}
+}
+
+// startRefused is the local backend, except that the commands named in
+// refuse are never started: Exec fails as the Docker daemon failed a
+// container start during its shutdown ("failed to update store for object
+// type *libnetwork.endpoint"), or ends as a daemon that went away while
+// the command ran (lost).
+type startRefused struct {
+	sandbox.Backend
+	refuse, lost string
+}
+
+func (b startRefused) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sandbox.Result, error) {
+	switch c.Command {
+	case b.refuse:
+		return sandbox.Result{}, errors.New("docker: exec: start: failed to update store for object type *libnetwork.endpoint")
+	case b.lost:
+		res, err := b.Backend.Exec(ctx, h, c)
+		if err != nil {
+			return res, err
+		}
+		return sandbox.Result{ExitCode: -1}, fmt.Errorf("docker: exec: the Docker daemon went away before it was known to finish: %w", sandbox.ErrOutcomeUnknown)
+	}
+	return b.Backend.Exec(ctx, h, c)
+}
+
+// A command the backend could not start did not run, and its result must
+// not say it did: no exit code 0 (the chaos suite caught one such command
+// reported to the model, and on its card, as "exit code: 0" though its
+// marker file was never written). One started whose end was lost is
+// interrupted: it may have run, and is not run again.
+func TestExecReportsACommandThatCouldNotRunAsNotRun(t *testing.T) {
+	f := newFixtureOf(t, func(lb *local.Backend) sandbox.Backend {
+		return startRefused{Backend: lb, refuse: "echo b >> marker", lost: "echo c >> marker"}
+	})
+	h := f.ensure(t, sandbox.EnsureRequest{SessionID: "s", Backend: local.Name}).Handle
+	req := sandbox.ExecRequest{Handle: h, CallID: "call-9", Commands: []string{"echo a >> marker", "echo b >> marker"}}
+	res, err := run[sandbox.ExecResult](f.env, f.acts.Exec, req)
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if len(res.Results) != 2 {
+		t.Fatalf("results %+v, want 2", res.Results)
+	}
+	if r := res.Results[0]; r.ExitCode != 0 || r.Error != "" {
+		t.Errorf("the command that ran: %+v", r)
+	}
+	r := res.Results[1]
+	if r.ExitCode == 0 || !strings.HasPrefix(r.Error, "could not run: ") || r.Interrupted {
+		t.Errorf("the command that could not start: %+v, want a non-zero exit code and a could-not-run error", r)
+	}
+	text := agent.FormatShellResult(res.Results)
+	if strings.Count(text, "exit code: 0") != 1 || !strings.Contains(text, "could not run: docker: exec: start: failed to update store") {
+		t.Errorf("the model reads:\n%s\nwant one exit code 0 (the first command's) and the second's error", text)
+	}
+	if b, _ := os.ReadFile(filepath.Join(h.Workdir, "marker")); string(b) != "a\n" {
+		t.Errorf("marker %q, want only the first command's line", b)
+	}
+
+	res, err = run[sandbox.ExecResult](f.env, f.acts.Exec, sandbox.ExecRequest{Handle: h, CallID: "call-10", Commands: []string{"echo c >> marker", "echo d >> marker"}})
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if r := res.Results[0]; !r.Interrupted || r.ExitCode == 0 || !strings.Contains(r.Error, "went away") {
+		t.Errorf("the command whose end was lost: %+v, want interrupted, with the backend's error", r)
+	}
+	if r := res.Results[1]; !r.Skipped {
+		t.Errorf("the command after it: %+v, want skipped", r)
+	}
+	if text := agent.FormatShellResult(res.Results); strings.Contains(text, "exit code") || !strings.Contains(text, agent.InterruptedNote) {
+		t.Errorf("the model reads:\n%s\nwant the interrupted note and no exit code", text)
 	}
 }

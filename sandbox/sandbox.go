@@ -152,6 +152,12 @@ var ErrUnauthenticated = errors.New("sandbox backend credentials refused")
 // longer exists.
 var ErrNotFound = errors.New("sandbox not found")
 
+// ErrOutcomeUnknown is returned (wrapped) by Exec for a command that was
+// started but whose end the backend could not see (the Docker daemon went
+// away while it ran). The command may have run to its end: it must not be
+// run again, nor reported as not run or as finished.
+var ErrOutcomeUnknown = errors.New("the command's outcome is unknown")
+
 // SweepGrace is how old a sandbox or snapshot must be before a sweeper may
 // remove it for belonging to an ended session. A session ID can be used
 // again (a new workflow for the same thread), and a fork's snapshot is

@@ -185,7 +185,11 @@ func (b *Backend) Exec(ctx context.Context, h sandbox.Handle, c sandbox.Cmd) (sa
 // after which the session restores the sandbox and runs the call again,
 // which would run this command a second time.
 func outcomeLost(op string, err error) error {
-	return fmt.Errorf("docker: exec: the command was started, but the Docker daemon went away before it was known to finish (%s: %v); it was not run again, and it may have run", op, err)
+	return &userError{
+		msg:      fmt.Sprintf("docker: exec: the command was started, but the Docker daemon went away before it was known to finish (%s: %v); it was not run again, and it may have run", op, err),
+		sentinel: sandbox.ErrOutcomeUnknown,
+		cause:    err,
+	}
 }
 
 // commandEnv is what commands get on top of the image's environment:

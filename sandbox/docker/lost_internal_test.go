@@ -87,6 +87,9 @@ func TestExecWhoseEndWasLostMayHaveRun(t *testing.T) {
 			if !strings.Contains(err.Error(), "may have run") {
 				t.Errorf("the error does not say the command may have run: %v", err)
 			}
+			if !errors.Is(err, sandbox.ErrOutcomeUnknown) {
+				t.Errorf("the error is not sandbox.ErrOutcomeUnknown, so the session would report the command as not run: %v", err)
+			}
 			if !strings.Contains(res.Stdout, "done") {
 				t.Errorf("the output read before the loss is dropped: %+v", res)
 			}
