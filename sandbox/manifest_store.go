@@ -173,15 +173,20 @@ func (c *partCache) put(h string, p []ManifestEntry) {
 }
 
 // recentManifests keeps the manifests this worker wrote last, for the
-// next snapshot of the same session (see Activities.baseManifest). Few:
-// a manifest of 20,000 entries is megabytes of heap the collector scans
-// on every cycle, and a miss costs one read of the list and its parts.
-var recentManifests = &manifestCache{max: 4}
+// next snapshot of the same session (see Activities.baseManifest). Few,
+// and few entries: a manifest of 20,000 entries is megabytes of heap the
+// collector scans on every cycle (the soak's worker heap followed its
+// growing workspace, two thirds of it manifests), and a miss costs one
+// read of the list and its parts. Bounded by entries as well as by count,
+// a worker's manifests take tens of megabytes at most whatever its
+// workspaces hold; a manifest larger than the whole bound is not kept.
+var recentManifests = &manifestCache{max: 4, maxEntries: 64 << 10}
 
 type manifestCache struct {
-	mu   sync.Mutex
-	max  int
-	list []cachedManifest // oldest first
+	mu         sync.Mutex
+	max        int              // manifests held at most
+	maxEntries int              // their entries at most (0: no bound)
+	list       []cachedManifest // oldest first
 }
 
 type cachedManifest struct {
@@ -210,8 +215,27 @@ func (c *manifestCache) put(key, fp string, m *Manifest) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.list = slices.DeleteFunc(c.list, func(e cachedManifest) bool { return e.key == key })
+	if c.maxEntries > 0 && len(m.Entries) > c.maxEntries {
+		return
+	}
 	c.list = append(c.list, cachedManifest{key: key, fp: fp, m: m})
-	if len(c.list) > c.max {
+	held := 0
+	for _, e := range c.list {
+		held += len(e.m.Entries)
+	}
+	for len(c.list) > c.max || (c.maxEntries > 0 && held > c.maxEntries) {
+		held -= len(c.list[0].m.Entries)
 		c.list = c.list[1:]
 	}
+}
+
+// entries is how many manifest entries the cache holds.
+func (c *manifestCache) entries() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, e := range c.list {
+		n += len(e.m.Entries)
+	}
+	return n
 }
