@@ -394,6 +394,11 @@ func (w *workload) runTurn(ctx context.Context, s *stack, rng *rand.Rand, th *ch
 	return rec
 }
 
+// verifyAttempts is how many times a session's user asks for the marker
+// read-back, 10 s apart, before the session counts as unverified: enough
+// to outlast a Docker daemon restart and a model 500 storm together.
+const verifyAttempts = 8
+
 // verifySession is the last turn of a session: it reads the markers back
 // (the first upto turns' in chunks, when upto is set), asking again when
 // the read did not end.
@@ -402,7 +407,7 @@ func (w *workload) verifySession(ctx context.Context, s *stack, rng *rand.Rand, 
 	if upto > 0 {
 		text += fmt.Sprintf(" upto=%d", upto)
 	}
-	for attempt := 0; attempt < 4 && ctx.Err() == nil; attempt++ {
+	for attempt := 0; attempt < verifyAttempts && ctx.Err() == nil; attempt++ {
 		var since string
 		var ok bool
 		if th, since, ok = w.send(ctx, s, rng, th, text); !ok {
@@ -415,11 +420,13 @@ func (w *workload) verifySession(ctx context.Context, s *stack, rng *rand.Rand, 
 			if read {
 				return
 			}
-			// Answered without a complete read: every read failed, as
-			// when the Docker daemon was down for the few seconds its
-			// retries took. The user asks again a little later.
-			sleep(ctx, 10*time.Second)
 		}
+		// Answered without a complete read (every read failed, as when
+		// the Docker daemon was down: a long run's read-back spent all
+		// its reads in 0.4 s of an 18-second daemon restart), or failed
+		// visibly (a model 500 storm): the user asks again a little
+		// later. The faults go on meanwhile.
+		sleep(ctx, 10*time.Second)
 	}
 }
 
