@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -175,25 +176,46 @@ func (p *proc) signal(sig syscall.Signal, grace time.Duration) {
 
 // rssBytes is the resident set size of the running process (0 if not
 // running), from /proc.
-func (p *proc) rssBytes() int64 {
+func (p *proc) rssBytes() int64 { return p.memory().RSS }
+
+// residentMemory is a process's resident set as /proc/PID/status splits
+// it: RSS in all, Anon the process's own memory (the Go heap, stacks and
+// the runtime's), File the pages of mapped files (its binary, mostly).
+// The split tells a heap that grows from one that only maps more of its
+// binary.
+type residentMemory struct{ RSS, Anon, File int64 }
+
+// memory reads the running process's resident set (zero if not running).
+func (p *proc) memory() residentMemory {
+	var m residentMemory
 	pid := p.pid()
 	if pid == 0 {
-		return 0
+		return m
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return m
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(v)
-			if len(f) > 0 {
-				kb, _ := strconv.ParseInt(f[0], 10, 64)
-				return kb * 1024
-			}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[0], 10, 64)
+		switch k {
+		case "VmRSS":
+			m.RSS = kb * 1024
+		case "RssAnon":
+			m.Anon = kb * 1024
+		case "RssFile":
+			m.File = kb * 1024
 		}
 	}
-	return 0
+	return m
 }
 
 // debugAddr is the running process's debug listener (SANDBOT_DEBUG_ADDR,
@@ -237,6 +259,16 @@ func (p *proc) saveProfiles(dir, tag string) (int, error) {
 		}
 		return b, err
 	}
+	// The runtime's own account first (the text form ends with
+	// runtime.MemStats: HeapSys, HeapIdle, HeapReleased, stacks), before
+	// the collection the live-heap profile asks for changes it.
+	stats, err := get("/debug/pprof/heap?debug=1")
+	if err != nil {
+		return -1, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, p.name+"-"+tag+".memstats"), memStatsSection(stats), 0o644); err != nil {
+		return -1, err
+	}
 	heap, err := get("/debug/pprof/heap?gc=1")
 	if err != nil {
 		return -1, err
@@ -259,6 +291,16 @@ func (p *proc) saveProfiles(dir, tag string) (int, error) {
 }
 
 var goroutineTotal = regexp.MustCompile(`goroutine profile: total (\d+)`)
+
+// memStatsSection is the runtime.MemStats part of a text heap profile (the
+// whole text if it has none): the per-stack records before it are what
+// the binary .heap profile already holds.
+func memStatsSection(text []byte) []byte {
+	if i := bytes.Index(text, []byte("\n# runtime.MemStats")); i >= 0 {
+		return text[i+1:]
+	}
+	return text
+}
 
 func tail(s string, n int) string {
 	if len(s) > n {

@@ -200,11 +200,24 @@ func TestMemoryTrend(t *testing.T) {
 	}
 }
 
+// TestHistoryOver: a run is over when its own events (what it added
+// besides the state carried in, out and into forks) pass the limit by more
+// than a quarter; a run that is large only because it carries a large
+// state is not.
 func TestHistoryOver(t *testing.T) {
-	if n := historyOver([]int64{1 << 20, 1100 << 10, 2<<20 + 1, 900 << 10}, 1<<20); n != 1 {
-		t.Fatalf("over: %d, want 1", n)
+	const mib = 1 << 20
+	runs := []runHistory{
+		{Size: mib}, // the limit: in
+		{Size: 2300 << 10, In: mib + 10<<10, Out: mib + 12<<10}, // twice the state and a bit: in
+		{Size: 1300 << 10, In: 40 << 10},                        // own events 1,260 KB, under 1,280: in
+		{Size: 1400 << 10, In: 40 << 10},                        // own events 1,360 KB: over
+		{Size: 3 * mib, In: mib, Out: mib, Forks: mib / 2},      // own 512 KB: in
+		{Size: 3 * mib, In: mib / 2, Out: mib / 2},              // own 2 MiB: over
 	}
-	if n := historyOver([]int64{50 << 20}, 0); n != 0 {
+	if n := historyOver(runs, mib); n != 2 {
+		t.Fatalf("over: %d, want 2", n)
+	}
+	if n := historyOver([]runHistory{{Size: 50 * mib}}, 0); n != 0 {
 		t.Fatalf("no limit: %d", n)
 	}
 }
