@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -496,6 +497,52 @@ func TestIncrementalSnapshotLimits(t *testing.T) {
 			}
 			if _, err := f.store.Open(context.Background(), sandbox.SnapshotKey(sid, 1)); err == nil {
 				t.Error("a refused snapshot left a manifest")
+			}
+		})
+	}
+}
+
+// TestSnapshotsDoNotKeepEarlierManifests: a worker's memory does not grow
+// with every snapshot it takes. Each snapshot's changed manifest parts were
+// cached as windows on the manifest's entries, so every cached part kept
+// its whole manifest: the soak's worker grew by a manifest a turn (about
+// 0.35 MB here, 2,000 files), up to hundreds of them. The heap is read
+// after a collection, from the 20th snapshot to the 80th: 60 manifests
+// kept would be over 20 MB; the parts cache's copies of changed parts
+// (bounded by entries) add about 1.5 MB.
+func TestSnapshotsDoNotKeepEarlierManifests(t *testing.T) {
+	for _, path := range snapshotPaths {
+		t.Run(path.name, func(t *testing.T) {
+			f := newFixtureOf(t, path.wrap)
+			sid := "slack:T1:C1:mem-" + path.name
+			h := f.ensure(t, sandbox.EnsureRequest{SessionID: sid, Backend: local.Name}).Handle
+			for i := range 2000 {
+				must(t, os.WriteFile(filepath.Join(h.Workdir, fmt.Sprintf("f%05d", i)), []byte(fmt.Sprint(i)), 0o644))
+			}
+			heap := func() uint64 {
+				runtime.GC()
+				runtime.GC()
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				return ms.HeapAlloc
+			}
+			var prev sandbox.SnapshotResult
+			var at20 uint64
+			for turn := 1; turn <= 80; turn++ {
+				must(t, os.WriteFile(filepath.Join(h.Workdir, fmt.Sprintf("n%05d", turn)), []byte(fmt.Sprint(turn)), 0o644))
+				req := sandbox.SnapshotRequest{Handle: h, Key: sandbox.SnapshotKey(sid, turn)}
+				if turn > 1 {
+					req.Base, req.PrevFingerprint = prev.Key, prev.Fingerprint
+				}
+				prev = f.save(t, req)
+				if turn == 20 {
+					at20 = heap()
+				}
+			}
+			grew := int64(heap()) - int64(at20)
+			t.Logf("heap grew %.1f MB over 60 snapshots of 2,000 files", float64(grew)/(1<<20))
+			if grew > 6<<20 {
+				t.Errorf("heap grew %.1f MB over 60 snapshots: earlier manifests are kept", float64(grew)/(1<<20))
 			}
 		})
 	}

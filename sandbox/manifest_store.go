@@ -45,7 +45,12 @@ func storeManifest(ctx context.Context, w *objectWriter, key string, m *Manifest
 		data := encodePart(p)
 		h := hashOf(data)
 		refs = append(refs, partRef{hash: h, size: int64(len(data)), entries: len(p)})
-		partsCache.put(h, p)
+		// A copy: p is a window on m.Entries, and caching the window
+		// would keep the whole manifest (every entry and its strings) for
+		// as long as this one part stays cached. The soak's worker heap
+		// grew by a manifest per snapshot that way, up to the cache's
+		// 64 Ki entries in parts, which pinned hundreds of manifests.
+		partsCache.put(h, slices.Clone(p))
 		w.addPart(h, data)
 	}
 	if err := w.wait(); err != nil {
@@ -123,7 +128,9 @@ func readManifest(ctx context.Context, store SnapshotStore, r io.Reader) (*Manif
 	return m, nil
 }
 
-// partsCache keeps decoded parts by hash (64 Ki entries, about 10 MB). Parts never change (their hash
+// partsCache keeps decoded parts by hash (64 Ki entries, about 16 MB: an
+// entry is 128 bytes and its strings). Each part is its own copy, never a
+// window on a manifest, so it keeps only itself. Parts never change (their hash
 // names them), so a worker that made or read a session's last manifest
 // reads the next one's unchanged parts from memory.
 var partsCache = newPartCache(64 << 10)
