@@ -164,7 +164,15 @@ func (p slackFake) records() chatRecords {
 		}
 	}
 	for _, v := range sn.Violations {
-		r.Violations = append(r.Violations, v.Detail)
+		// Which message, and when (UTC, as the processes log): the bots'
+		// logs of that moment tell which replica wrote it.
+		what := ""
+		for _, m := range sn.Messages[v.Channel] {
+			if m.TS == v.TS {
+				what = fmt.Sprintf(" (thread %s: %.80q)", m.ThreadTS, m.Text)
+			}
+		}
+		r.Violations = append(r.Violations, fmt.Sprintf("%s %s at %s%s: %s", v.Kind, v.TS, v.At.UTC().Format("15:04:05.000"), what, v.Detail))
 	}
 	for _, e := range sn.Sent {
 		if e.Unacked {

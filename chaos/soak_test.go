@@ -96,6 +96,42 @@ func command(t *testing.T, st fakeopenai.Step) (id, cmd string) {
 	return st.ToolCalls[0].ID, args.Commands[0]
 }
 
+// TestVerifyAskedAgainReadsAnew: a read-back whose reads all failed (the
+// Docker daemon down through all of them) is asked again, and the new try's
+// reads are its own: with the first try's call IDs it was shown the first
+// try's failures (results are kept as they first arrived) and never
+// completed.
+func TestVerifyAskedAgainReadsAnew(t *testing.T) {
+	w := newWorkload(Config{})
+	msgs := []fakeopenai.ChatMessage{user("chaos verify s01")}
+	failed := "not run: sandbox unavailable on backend \"docker\": daemon not reachable\nexit code: -1"
+	for i := range 6 {
+		id, cmd := command(t, w.respond(request(msgs...)))
+		if cmd != "cat .m/*" || id != fmt.Sprintf("s01verify%d", i+1) {
+			t.Fatalf("first try, read %d: %s %q", i+1, id, cmd)
+		}
+		msgs = append(msgs, fakeopenai.ChatMessage{Role: "assistant"}, toolResult(id, failed))
+	}
+	if st := w.respond(request(msgs...)); st.Content != "chaos verified s01" {
+		t.Fatalf("after six failed reads: %+v", st)
+	}
+	if _, ok := w.verified["s01"]; ok {
+		t.Fatal("a read-back whose reads all failed counted as read")
+	}
+	msgs = append(msgs, fakeopenai.ChatMessage{Role: "assistant", Content: "chaos verified s01"}, user("chaos verify s01 try=2"))
+	id, cmd := command(t, w.respond(request(msgs...)))
+	if cmd != "cat .m/*" || id != "s01verify2-1" {
+		t.Fatalf("second try's read: %s %q, want s01verify2-1", id, cmd)
+	}
+	msgs = append(msgs, fakeopenai.ChatMessage{Role: "assistant"}, toolResult(id, "s01t1c1\nexit code: 0"))
+	if st := w.respond(request(msgs...)); st.Content != "chaos verified s01" {
+		t.Fatalf("after the second try's read: %+v", st)
+	}
+	if got := w.verified["s01"]; !hasLine(got, "s01t1c1") {
+		t.Fatalf("the second try's read did not count: %q", got)
+	}
+}
+
 // TestVerifyReadsInChunks: "upto=N" reads the markers chunk by chunk, a
 // chunk whose read was interrupted again, then the fork markers, and
 // records what every completed read printed when it arrived (later

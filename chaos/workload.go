@@ -35,7 +35,7 @@ const channel = "CCHAOS"
 // each fit a tool result, and looks for markers of forks (which must not
 // be in their parent's workspace).
 var taskRe = regexp.MustCompile(`chaos task (s\d+) (t\d+(?:r\d+)?) n=(\d+)(?: on=(\w+))?`)
-var verifyRe = regexp.MustCompile(`chaos verify (s\d+)(?: upto=(\d+))?`)
+var verifyRe = regexp.MustCompile(`chaos verify (s\d+)(?: upto=(\d+))?(?: try=(\d+))?`)
 
 // A fork check (the soak's) reads a marker of its parent in the fork's
 // workspace, then writes a marker of its own.
@@ -236,7 +236,7 @@ func (w *workload) respond(req fakeopenai.RecordedRequest) fakeopenai.Step {
 				}
 			}
 			if len(done) < len(reads) && len(tools) < len(reads)+5 {
-				return fakeopenai.ToolCallStep(fmt.Sprintf("%sverify%d", sid, len(tools)+1), "shell", shellArgs(reads[len(done)]))
+				return fakeopenai.ToolCallStep(verifyCallID(sid, m[3], len(tools)+1), "shell", shellArgs(reads[len(done)]))
 			}
 			if len(done) == len(reads) {
 				w.mu.Lock()
@@ -247,6 +247,19 @@ func (w *workload) respond(req fakeopenai.RecordedRequest) fakeopenai.Step {
 		}
 	}
 	return fakeopenai.FinalStep("chaos: no task in this conversation")
+}
+
+// verifyCallID names a read-back's nth read. A read-back asked again
+// (try, from its message) names its reads apart from the earlier tries':
+// results are recorded by call ID as they first arrive, so a try that
+// reused the IDs of one whose reads all failed was shown those failures
+// again and could never complete (short runs counted sessions whose
+// markers were never read back).
+func verifyCallID(sid, try string, n int) string {
+	if try == "" {
+		return fmt.Sprintf("%sverify%d", sid, n)
+	}
+	return fmt.Sprintf("%sverify%s-%d", sid, try, n)
 }
 
 func (w *workload) recordResults(tools []fakeopenai.ChatMessage) {
@@ -410,7 +423,11 @@ func (w *workload) verifySession(ctx context.Context, s *stack, rng *rand.Rand, 
 	for attempt := 0; attempt < verifyAttempts && ctx.Err() == nil; attempt++ {
 		var since string
 		var ok bool
-		if th, since, ok = w.send(ctx, s, rng, th, text); !ok {
+		asked := text
+		if attempt > 0 {
+			asked += fmt.Sprintf(" try=%d", attempt+1)
+		}
+		if th, since, ok = w.send(ctx, s, rng, th, asked); !ok {
 			return
 		}
 		if out, _ := w.await(ctx, s, th, since, "chaos verified "+sid); out == "answered" {
