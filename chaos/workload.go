@@ -367,6 +367,7 @@ func (w *workload) runTurn(ctx context.Context, s *stack, rng *rand.Rand, th *ch
 	lo, hi := w.cfg.callRange()
 	n := lo + rng.IntN(hi-lo+1)
 	rec := turnRecord{Session: sid, Turn: turn, Calls: n, On: on}
+	first := time.Now()
 	for attempt := 0; ; attempt++ {
 		tok := turn
 		if attempt > 0 {
@@ -392,9 +393,13 @@ func (w *workload) runTurn(ctx context.Context, s *stack, rng *rand.Rand, th *ch
 		} else {
 			rec.Why = append(rec.Why, fmt.Sprintf("%s (sent %s): %s", tok, since, why))
 		}
-		if out == "failed" && attempt < 6 && ctx.Err() == nil {
-			// A visible failure (the model's key was refused): the
-			// user asks again, as a person would.
+		if out == "failed" && time.Since(first) < w.cfg.TurnTimeout && ctx.Err() == nil {
+			// A visible failure (the model's key was refused, a model
+			// outage outlasted the call's retries): the user asks again,
+			// as a person would, for as long as a turn may take. A fixed
+			// number of tries counted a turn lost on a loaded machine
+			// whose model 500 storms (25 failed requests in a minute,
+			// each shown) failed it visibly seven times in a row.
 			rec.Retries++
 			continue
 		}
