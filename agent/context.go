@@ -175,9 +175,17 @@ func FitReport(msgs []session.Message, w Window) ([]session.Message, int) {
 	}
 
 	// 2. Old tool calls: an assistant message that called tools, and their
-	// results, become one assistant line per call.
-	for i := 0; i < current && total > limit; i++ {
+	// results, become one assistant line per call. One pass into a new
+	// slice: rebuilding the whole transcript for every call folded made
+	// each model call of a long session allocate the transcript once per
+	// old call (the soak's workers allocated over 100 MB a turn here,
+	// which kept their heaps at several times the live data).
+	shrunk := make([]session.Message, 0, len(out))
+	i := 0
+	for i < current && total > limit {
 		if out[i].Role != session.RoleAssistant || len(out[i].ToolCalls) == 0 {
+			shrunk = append(shrunk, out[i])
+			i++
 			continue
 		}
 		j := i + 1
@@ -185,11 +193,11 @@ func FitReport(msgs []session.Message, w Window) ([]session.Message, int) {
 			j++
 		}
 		folded := foldCalls(out[i], out[i+1:j])
-		before := TranscriptTokens(out[i:j])
-		out = append(append(append([]session.Message(nil), out[:i]...), folded), out[j:]...)
-		total += MessageTokens(folded) - before
-		current -= j - i - 1
+		total += MessageTokens(folded) - TranscriptTokens(out[i:j])
+		shrunk = append(shrunk, folded)
+		i = j
 	}
+	out = append(shrunk, out[i:]...)
 	if total <= limit {
 		return out, 0
 	}

@@ -95,3 +95,38 @@ func TestWindowDefaults(t *testing.T) {
 		t.Fatalf("a zero window allows %d tokens", got)
 	}
 }
+
+// TestFitAllocatesInProportion: folding old tool calls rebuilt the whole
+// transcript for every call folded, so one model call of a long session
+// allocated the transcript once per old call (the soak's workers: over
+// 100 MB a turn, which held their heaps at several times the live data).
+// Fitting a transcript of 1,500 turns that needs every old call folded
+// must allocate in proportion to the transcript, not to its square.
+func TestFitAllocatesInProportion(t *testing.T) {
+	var msgs []session.Message
+	for n := 1; n <= 1500; n++ {
+		msgs = append(msgs, turnMsgs(n, 40)...)
+	}
+	// Small outputs, so eliding them frees nothing and every old call is
+	// folded before the window is met (then whole exchanges go).
+	w := agent.Window{ContextTokens: 20000, AnswerTokens: 4000}
+	var size int
+	for _, m := range msgs {
+		size += len(m.Content) + 200 // its header, about
+	}
+	var fit []session.Message
+	allocs := testing.Benchmark(func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			fit = agent.Fit(msgs, w)
+		}
+	})
+	if got := agent.TranscriptTokens(fit); got > w.Available() {
+		t.Fatalf("sent %d tokens, window allows %d", got, w.Available())
+	}
+	per := allocs.AllocedBytesPerOp()
+	t.Logf("fitting %d messages (about %d KB) allocated %d KB", len(msgs), size>>10, per>>10)
+	if per > int64(20*size) {
+		t.Fatalf("fitting %d messages (about %d KB) allocated %d KB: more than 20 times the transcript", len(msgs), size>>10, per>>10)
+	}
+}
