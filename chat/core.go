@@ -269,9 +269,12 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 		c.say(ctx, p, th, UserMessage(err))
 		return c.internal(err, "send", th.ID())
 	}
-	if resp.Watch == nil || !resp.Watch.Granted {
-		// Not granted (another replica holds it) or not offered (an
-		// older build): the watcher claims it as it always did.
+	if !resp.Watch.GrantedTo(c.cfg.ReplicaID) {
+		// Not granted (another replica holds it), not offered (an older
+		// build), or granted to another replica: Temporal answers a
+		// repeated update ID (a redelivered event another replica sent
+		// first) with the first sender's outcome, lease and all. The
+		// watcher claims it as it always did.
 		asked = time.Time{}
 	}
 	c.log.Info("message sent", "workflow_id", th.ID(), "event_id", m.EventID, "turn", resp.Turn,

@@ -81,7 +81,11 @@ func (m *meteredSessions) Send(ctx context.Context, start session.SessionInput, 
 	if resp.Watch != nil {
 		// The lease came with the message: the watcher will not claim it
 		// (see ClaimWatch below).
-		st.held = resp.Watch.Granted
+		claimer := ""
+		if req.Watch != nil {
+			claimer = req.Watch.Claimer
+		}
+		st.held = resp.Watch.GrantedTo(claimer)
 		if st.held {
 			st.count()
 		}

@@ -352,3 +352,98 @@ func TestHoldingTheWatchAgainAtOnceWaitsNothing(t *testing.T) {
 		t.Errorf("answers %q; want both turns'", got)
 	}
 }
+
+// TestRedeliveredMessageGrantsNoLeaseToItsSecondSender: Slack delivers an
+// event to both replicas, and both send it. Temporal answers the second
+// send (the same update ID) with the first one's outcome, whose lease was
+// granted to the first sender; the second must not take that grant for its
+// own. It did, and both replicas drew the turn as the lease's holder: the
+// chaos suite saw two writers on one card, past Slack's per-message pace
+// (14 violations), and a call shown on two status cards.
+func TestRedeliveredMessageGrantsNoLeaseToItsSecondSender(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		holder string
+		first  = map[string]session.MessageResponse{}
+	)
+	// The turn runs for the first 40 polls (of either replica), so both
+	// see it running.
+	polls := 0
+	turnState := func(string) (session.TurnState, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		polls++
+		if polls <= 40 {
+			return running(5, 10, "ls"), nil
+		}
+		return done(5, 12, "five"), nil
+	}
+	f := &chattest.Sessions{
+		SendFn: func(_ session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if r, ok := first[req.EventID]; ok {
+				return r, nil // Temporal: a repeated update ID gets the first outcome
+			}
+			if holder == "" {
+				holder = req.Watch.Claimer
+			}
+			r := session.MessageResponse{Turn: 5, Watch: &session.ClaimWatchResponse{Granted: holder == req.Watch.Claimer, Holder: holder}}
+			first[req.EventID] = r
+			return r, nil
+		},
+		TurnStateFn: turnState,
+		WatchFn: func(_ string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if req.Release {
+				if holder == req.Claimer {
+					holder = ""
+				}
+				return session.ClaimWatchResponse{Holder: holder}, nil
+			}
+			if holder != "" && holder != req.Claimer {
+				return session.ClaimWatchResponse{Holder: holder}, nil
+			}
+			holder = req.Claimer
+			return session.ClaimWatchResponse{Granted: true, Holder: holder}, nil
+		},
+	}
+	clock := newAutoClock()
+	// A long lease: a grant taken for its own is not renewed (and so not
+	// found out) for a third of it, while the turn runs.
+	a := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) { cfg.ReplicaID, cfg.WatchLease = "bot-a", time.Hour })
+	b := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) { cfg.ReplicaID, cfg.WatchLease = "bot-b", time.Hour })
+	// Every write to the thread is made by the lease's holder.
+	var wrong []string
+	poster := func(replica string) *recPoster {
+		check := func(what string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if holder != replica {
+				wrong = append(wrong, fmt.Sprintf("%s %s while the lease was %q's", replica, what, holder))
+			}
+			return nil
+		}
+		p := &recPoster{clock: clock, PostFn: func(c chat.Card) error { return check("posted card " + c.Title) }}
+		p.EditFn = func(_ string, c chat.Card) error { return check("edited card " + c.Title) }
+		return p
+	}
+	pa, pb := poster("bot-a"), poster("bot-b")
+	if err := a.HandleMessage(context.Background(), pa, msg("e5", "do it")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.HandleMessage(context.Background(), pb, msg("e5", "do it")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, a, testThread)
+	waitIdle(t, b, testThread)
+	if len(pa.Events())+len(pb.Events()) == 0 {
+		t.Fatal("nobody drew the turn")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, w := range wrong {
+		t.Error(w)
+	}
+}

@@ -438,6 +438,16 @@ type ClaimWatchResponse struct {
 	Until   time.Time `json:"until,omitzero"`
 }
 
+// GrantedTo reports whether the lease was granted to claimer. A message's
+// answer can carry another replica's grant: Temporal answers a repeated
+// update ID with the first outcome, so a replica sending an event another
+// replica sent first reads that replica's grant (the chaos suite's two
+// replicas both editing one card, past Slack's per-message pace). A nil
+// response grants nothing.
+func (r *ClaimWatchResponse) GrantedTo(claimer string) bool {
+	return r != nil && r.Granted && r.Holder == claimer
+}
+
 // ErrTypeWatchLeaseHeld is the error type with which the workflow rejects
 // a watch claim while another replica's lease runs: a rejected update
 // leaves no trace in the history, so standby replicas may ask often.
