@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,7 +70,13 @@ func NewServer(dir string, db Databases, o Options) (*Server, error) {
 	return s, nil
 }
 
-// freePorts returns n distinct free ports on 127.0.0.1.
+// freePorts returns n distinct free ports on 127.0.0.1, below the
+// system's ephemeral range where it can: a server that is restarted binds
+// its ports again, and a port from the ephemeral range may meanwhile be
+// taken as the local end of any outgoing connection or by another ":0"
+// listener (CI's cluster restart test once found its frontend's HTTP port
+// "already in use"). Outside it, only another picker choosing the same
+// port at random can collide.
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -76,16 +84,39 @@ func freePorts(n int) ([]int, error) {
 			_ = l.Close()
 		}
 	}()
+	lo, hi := 20000, ephemeralLow()
 	var out []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(out) < n; tries++ {
+		addr := "127.0.0.1:0"
+		if hi > lo && tries < 200 {
+			addr = fmt.Sprintf("127.0.0.1:%d", lo+rand.IntN(hi-lo))
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, err
+			if addr == "127.0.0.1:0" {
+				return nil, err
+			}
+			continue // taken: draw another
 		}
 		ls = append(ls, l)
 		out = append(out, l.Addr().(*net.TCPAddr).Port)
 	}
 	return out, nil
+}
+
+// ephemeralLow is the first port of the system's ephemeral range (0 when
+// unknown).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.Atoi(f[0])
+	return v
 }
 
 // HostPort is the frontend address.
