@@ -73,14 +73,17 @@ type streams struct {
 
 // turnStream is one turn's streamed message.
 type turnStream struct {
-	th      chat.Thread
-	turn    int
-	ts      string                    // the streamed message, "" until started
-	dead    bool                      // no (more) streaming for this turn
-	last    []slackgo.TaskUpdateChunk // newest tasks observed
-	sent    map[string]slackgo.TaskUpdateChunk
-	running bool
-	idle    chan struct{} // closed when the sender ends
+	th   chat.Thread
+	turn int
+	ts   string // the streamed message, "" until started
+	dead bool   // no (more) streaming for this turn
+	// haltedTS are the streams Slack stopped while this turn's start was
+	// on its way (st.ts still ""): the start's answer may name one.
+	haltedTS []string
+	last     []slackgo.TaskUpdateChunk // newest tasks observed
+	sent     map[string]slackgo.TaskUpdateChunk
+	running  bool
+	idle     chan struct{} // closed when the sender ends
 }
 
 func newStreams(a *Adapter, on bool) *streams {
@@ -210,6 +213,9 @@ func (s *streams) start(ctx context.Context, st *turnStream, chunks []slackgo.St
 	}
 	s.mu.Lock()
 	st.ts = ts
+	if slices.Contains(st.haltedTS, ts) {
+		st.dead = true // the user stopped it before its start answered
+	}
 	s.mu.Unlock()
 	s.a.signals.posted(st.th) // a new message clears the thread status
 	return nil
@@ -307,16 +313,19 @@ func (b *updateBudget) wouldWait() time.Duration {
 }
 
 // halted marks the streams Slack stopped on a user's native stop: no more
-// appends go to them.
+// appends go to them. A stop can arrive while the turn's chat.startStream
+// is still waiting for its answer (Slack made the stream, we do not know
+// its ts yet): the stopped timestamps are kept for start to check.
 func (s *streams) halted(th chat.Thread, tss []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st := s.m[th.ID()]; st != nil {
-		for _, ts := range tss {
-			if ts == st.ts {
-				st.dead = true
-			}
-		}
+	st := s.m[th.ID()]
+	switch {
+	case st == nil:
+	case st.ts == "":
+		st.haltedTS = append(st.haltedTS, tss...)
+	case slices.Contains(tss, st.ts):
+		st.dead = true
 	}
 }
 

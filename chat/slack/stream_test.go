@@ -165,6 +165,45 @@ func TestNativeStopHaltsTheStream(t *testing.T) {
 	}
 }
 
+// A native stop that arrives while the turn's chat.startStream is still
+// waiting for its answer (Slack made the stream; the adapter does not know
+// its ts yet) halts it too: once the start answers, nothing is appended
+// to the stopped stream. (CI found this: the adapter matched the stop's
+// timestamps against a ts it did not have yet, and appended the turn's
+// last tasks to the halted stream.)
+func TestNativeStopDuringStreamStart(t *testing.T) {
+	env, _, th, _ := nativeEnv(t, fakeslack.Options{AgentApp: true}, streamingOn)
+	ctx := testCtx(t)
+	a := env.Adapter
+	release := env.Fake.HoldNext("chat.startStream")
+	defer release()
+	a.ObserveTurn(th, withCall(1, 1, session.CallRunning, nil))
+	waitFake(t, ctx, env, "the stream and the session", func(fakeslack.Snapshot) bool {
+		return len(streams(env.Fake, th)) == 1 && agentSession(env, th).Status == "processing"
+	})
+	id, err := env.Fake.ClickNativeStop(ctx, "U0001", th.Channel, th.Thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFake(t, ctx, env, "the ack", func(s fakeslack.Snapshot) bool { return s.Acked(id) })
+	idle(t, ctx, env)
+	release()
+	stopped := withCall(1, 2, session.CallFailed, nil)
+	stopped.Status, stopped.Stopped = session.StatusComplete, true
+	if _, took := a.EndTurn(ctx, th, stopped, ""); took {
+		t.Fatal("a halted stream took the answer")
+	}
+	s := env.Fake.Snapshot()
+	for _, m := range []string{"chat.appendStream", "chat.stopStream"} {
+		for _, c := range s.AllCallsTo(m) {
+			t.Fatalf("%s on the halted stream (ok=%v %s)", m, c.OK(), c.Error)
+		}
+	}
+	if st := streams(env.Fake, th)[0]; st.State != "halted" {
+		t.Fatalf("stream state %q, want halted", st.State)
+	}
+}
+
 // With the Tier 2 budget spent (a busy workspace), a turn is not streamed:
 // its answer is posted as usual, nothing waits, and Slack sees no call
 // over its rate.

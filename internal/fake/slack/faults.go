@@ -3,6 +3,7 @@ package fakeslack
 import (
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -15,6 +16,19 @@ func (s *Server) InjectFault(method string, times int, f Fault) {
 	for range times {
 		s.faults[method] = append(s.faults[method], f)
 	}
+}
+
+// HoldNext makes the next call of method take effect (and be recorded) at
+// once but hold its answer until release is called: Slack was slow to
+// answer, so the caller learns the outcome late, after whatever the test
+// does in between. release may be called more than once.
+func (s *Server) HoldNext(method string) (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.holds[method] = append(s.holds[method], ch)
+	s.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
 }
 
 // RateLimit makes the next `times` calls of method answer HTTP 429 with

@@ -149,6 +149,7 @@ type Server struct {
 	trigs   map[string]time.Time // trigger_id → issued
 	vtrigs  map[string]string    // trigger_id of a click in a modal → its view
 	faults  map[string][]Fault
+	holds   map[string][]chan struct{} // see HoldNext
 	budget  budget
 	agent   agentState
 	viols   []Violation
@@ -175,6 +176,7 @@ func New(opts Options) *Server {
 		views:   map[string]*openedView{},
 		trigs:   map[string]time.Time{},
 		faults:  map[string][]Fault{},
+		holds:   map[string][]chan struct{}{},
 		conns:   map[int]*wsConn{},
 		budget:  budget{full: map[string]time.Time{}},
 		users:   map[string]User{},

@@ -103,7 +103,18 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	call.Response = body
 	s.calls = append(s.calls, call)
 	s.notifyLocked()
+	var hold chan struct{}
+	if q := s.holds[method]; len(q) > 0 {
+		hold, s.holds[method] = q[0], q[1:]
+	}
 	s.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return
+		}
+	}
 
 	if res.retryAfter > 0 || res.status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", strconv.Itoa(res.retryAfter))
