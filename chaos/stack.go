@@ -22,6 +22,7 @@ import (
 	fakediscord "github.com/sandbot/sandbot/internal/fake/discord"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
+	"github.com/sandbot/sandbot/internal/freeport"
 	"github.com/sandbot/sandbot/internal/pgtemporal"
 	"github.com/sandbot/sandbot/internal/testimage"
 	"github.com/sandbot/sandbot/internal/workerapp"
@@ -103,7 +104,7 @@ func startStack(ctx context.Context, cfg Config, w *workload, log *slog.Logger) 
 			return nil, err
 		}
 	} else {
-		addr, err := freeAddr()
+		addr, err := freeport.Addr()
 		if err != nil {
 			return nil, err
 		}
@@ -165,7 +166,7 @@ func startStack(ctx context.Context, cfg Config, w *workload, log *slog.Logger) 
 	}
 	for i := range cfg.Hosts {
 		id := hostID(i)
-		maddr, err := freeAddr()
+		maddr, err := freeport.Addr()
 		if err != nil {
 			s.close()
 			return nil, err
@@ -198,7 +199,7 @@ func startStack(ctx context.Context, cfg Config, w *workload, log *slog.Logger) 
 		s.hosts = append(s.hosts, p)
 	}
 	for i := range cfg.Bots {
-		maddr, err := freeAddr()
+		maddr, err := freeport.Addr()
 		if err != nil {
 			s.close()
 			return nil, err

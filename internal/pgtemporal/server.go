@@ -10,12 +10,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/sandbot/sandbot/internal/freeport"
 	"github.com/sandbot/sandbot/internal/syncbuf"
 )
 
@@ -53,7 +51,7 @@ type Server struct {
 // (Start). dir is the server's own: it holds its spec file and its log
 // (temporal.log). Close it.
 func NewServer(dir string, db Databases, o Options) (*Server, error) {
-	ports, err := freePorts(5)
+	ports, err := freeport.Ports(5)
 	if err != nil {
 		return nil, fmt.Errorf("pick the server's ports: %w", err)
 	}
@@ -68,55 +66,6 @@ func NewServer(dir string, db Databases, o Options) (*Server, error) {
 		return nil, fmt.Errorf("the server's log: %w", err)
 	}
 	return s, nil
-}
-
-// freePorts returns n distinct free ports on 127.0.0.1, below the
-// system's ephemeral range where it can: a server that is restarted binds
-// its ports again, and a port from the ephemeral range may meanwhile be
-// taken as the local end of any outgoing connection or by another ":0"
-// listener (CI's cluster restart test once found its frontend's HTTP port
-// "already in use"). Outside it, only another picker choosing the same
-// port at random can collide.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	lo, hi := 20000, ephemeralLow()
-	var out []int
-	for tries := 0; len(out) < n; tries++ {
-		addr := "127.0.0.1:0"
-		if hi > lo && tries < 200 {
-			addr = fmt.Sprintf("127.0.0.1:%d", lo+rand.IntN(hi-lo))
-		}
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			if addr == "127.0.0.1:0" {
-				return nil, err
-			}
-			continue // taken: draw another
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
-}
-
-// ephemeralLow is the first port of the system's ephemeral range (0 when
-// unknown).
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	v, _ := strconv.Atoi(f[0])
-	return v
 }
 
 // HostPort is the frontend address.

@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbot/sandbot/internal/freeport"
 )
 
 // Install is what to run when the binaries are missing.
@@ -164,9 +166,13 @@ func New(bin string, o Options) (*Server, error) {
 	if out, err := s.run(initdb); err != nil {
 		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
-	if s.Port, err = freePort(); err != nil {
+	// PostgreSQL is restarted on this port (the chaos suite's
+	// PostgreSQL restarts), so it is drawn below the ephemeral range.
+	ports, err := freeport.Ports(1)
+	if err != nil {
 		return nil, err
 	}
+	s.Port = ports[0]
 	// Throwaway data: durability against power loss is not wanted, speed
 	// is (no fsync). Every commit is still written to the WAL before it
 	// is acknowledged (synchronous_commit stays on), so a crash of the
@@ -349,13 +355,4 @@ func (s *Server) Close() error {
 		err = rerr
 	}
 	return err
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
