@@ -36,6 +36,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -459,7 +460,8 @@ func (w *workload) check(s *stack, rep *Report) {
 	for id, msgs := range cards {
 		if len(msgs) > 1 {
 			rep.PostedTwice += len(msgs) - 1
-			rep.Problems = append(rep.Problems, fmt.Sprintf("call %s shown on %d status messages", id, len(msgs)))
+			refs := slices.Sorted(maps.Keys(msgs))
+			rep.Problems = append(rep.Problems, fmt.Sprintf("call %s shown on %d status messages (%s)", id, len(msgs), strings.Join(refs, ", ")))
 		}
 	}
 	for k, n := range notices {

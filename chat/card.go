@@ -6,6 +6,11 @@ package chat
 type Card struct {
 	Title  string  `json:"title"`
 	Blocks []Block `json:"blocks,omitempty"`
+	// Key names a status card within its thread (its session's turn;
+	// RenderTurn sets it). An adapter that implements CardFinder keeps it
+	// in the message where the platform gives it back and people do not
+	// see it, so a replica can find a card it did not post.
+	Key string `json:"key,omitempty"`
 	// Attachments are files that belong with the card: the full commands
 	// of an approval too long to show on it. The watcher puts each in the
 	// thread (Attacher) before it shows the card, so an approval never

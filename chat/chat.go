@@ -122,6 +122,19 @@ type ThreadStarter interface {
 	StartThread(ctx context.Context, from Thread, title string) (Thread, error)
 }
 
+// CardFinder is an optional Poster capability: the refs of the status
+// cards in th whose Card.Key is key, oldest first, among the messages
+// posted after the message after (the turn's first message; "": the whole
+// thread). A replica that did not
+// start a turn's watch itself looks before it posts the turn's first card:
+// a replica that died between posting a card and recording it
+// (session.ChatRefStatus) left that card in the thread, and a second one
+// would show the turn twice (the chaos suite: every bot killed the moment
+// the user clicked Approve on a card not yet recorded).
+type CardFinder interface {
+	FindCards(ctx context.Context, th Thread, key, after string) ([]string, error)
+}
+
 // Attacher is an optional Poster capability: put a text file into the
 // thread (Slack files upload, a Discord attachment). The watcher attaches
 // a card's Attachments before it shows the card; on a Poster without it,

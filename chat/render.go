@@ -132,8 +132,18 @@ func hasApproval(ts session.TurnState) bool {
 	return ts.Pending != nil && ts.Status == session.StatusAwaitingApproval
 }
 
+// TurnCardKey is the Card.Key of ts's turn's status card: the turn and
+// when it started, so a turn number that comes again in the thread (after
+// a rewind) names another card.
+func TurnCardKey(ts session.TurnState) string {
+	if ts.StartedAt.IsZero() {
+		return fmt.Sprintf("t%d", ts.Turn)
+	}
+	return fmt.Sprintf("t%d-%d", ts.Turn, ts.StartedAt.UnixMilli())
+}
+
 func renderTurn(ts session.TurnState, o RenderOptions, listed, outputs int, attach bool) Card {
-	card := Card{Title: turnTitle(ts)}
+	card := Card{Title: turnTitle(ts), Key: TurnCardKey(ts)}
 	add := func(b Block) { card.Blocks = append(card.Blocks, b) }
 
 	shown := ts.ToolCalls[len(ts.ToolCalls)-listed:]

@@ -66,6 +66,9 @@ func (ws *watchers) watchHeld(p Poster, th Thread, turn int, fresh bool, asked t
 	if !asked.IsZero() {
 		// Before the goroutine starts, which owns these from then on.
 		w.held, w.until, w.renewAt = true, asked.Add(w.cfg.Lease), asked.Add(w.cfg.Lease/3)
+		// Granted with the message that starts the turn: nobody can have
+		// shown it yet.
+		w.lookFirst = false
 		w.startsHolding(asked)
 	}
 	ws.m[id] = w

@@ -91,6 +91,11 @@ type watcher struct {
 	held           bool
 	legacy         bool
 	until, renewAt time.Time
+	// lookFirst says another replica (or an earlier process of this
+	// bot) may have posted a card of the turn this watcher shows without
+	// recording it: true unless the current hold came with a message this
+	// process sent (see CardFinder).
+	lookFirst bool
 
 	// unrecorded are status cards this replica posted whose record failed
 	// without an answer, settled at every poll (watcher_card.go).
@@ -104,6 +109,8 @@ func newWatcher(feed turnFeed, p Poster, th Thread, cfg watchConfig, log *slog.L
 		log:  log.With("workflow_id", id),
 		kick: make(chan struct{}, 1),
 		done: make(chan struct{}),
+		// Resumed (no message of ours started it): look first.
+		lookFirst: true,
 	}
 }
 
@@ -205,6 +212,7 @@ func (w *watcher) hold(ctx context.Context) bool {
 	// workflow's.
 	w.held, w.until, w.renewAt = true, now.Add(w.cfg.Lease), now.Add(w.cfg.Lease/3)
 	if fresh {
+		w.lookFirst = true // someone else may have shown the turn meanwhile
 		w.startsHolding(now)
 	}
 	return true

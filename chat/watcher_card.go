@@ -89,6 +89,58 @@ func (w *watcher) recordCard(ctx context.Context, v *view, ref string) {
 	w.unrecorded = append(w.unrecorded, unrecordedCard{turn: v.turn, ref: ref})
 }
 
+// findCards looks in the thread for status cards of v's turn (key) that
+// a replica posted and never recorded; none where the Poster cannot look.
+func (w *watcher) findCards(ctx context.Context, v *view, key string) []string {
+	f, ok := w.p.(CardFinder)
+	if !ok || key == "" {
+		return nil
+	}
+	after := ""
+	if m := v.last.MessageRefs; len(m) > 0 {
+		after = m[0] // the turn's cards came after its first message
+	}
+	refs, err := f.FindCards(ctx, w.th, key, after)
+	if err != nil {
+		// Posting anyway risks a second card; not posting, a turn shown
+		// on none.
+		w.log.Warn("watcher: look for the turn's status card; posting one", "turn", v.turn, "err", err)
+		return nil
+	}
+	return refs
+}
+
+// takeLeftCard makes refs[0], the oldest card of v's turn found in the
+// thread, the turn's card: recorded, and drawn on from the next flush.
+// The other cards found are extras, deleted once the record is confirmed
+// (a record refused means another card was recorded meanwhile: then the
+// found card is the extra).
+func (w *watcher) takeLeftCard(ctx context.Context, v *view, refs []string) {
+	ref := refs[0]
+	w.log.Info("watcher: found the turn's status card, posted and never recorded; going on in it",
+		"turn", v.turn, "ref", ref, "found", len(refs))
+	b := w.cfg.Budget
+	v.ref, v.shown = ref, nil
+	v.pace = pace.NewSpentBucket(b.MinEditInterval, b.EditBurst, w.cfg.Clock.Now())
+	if tp, ok := w.p.(TakeoverPacer); ok {
+		tp.TookOver(w.th, ref)
+	}
+	err := w.recordErr(ctx, v.turn, session.ChatRefStatus, ref)
+	first, refused := session.RecordedCard(err)
+	switch {
+	case err == nil:
+		for _, extra := range refs[1:] {
+			w.dropCard(ctx, v.turn, extra)
+		}
+	case refused:
+		w.dropCard(ctx, v.turn, ref)
+		w.adopt(v, first)
+	default:
+		w.log.Warn("watcher: record chat ref; trying again at the next poll", "kind", session.ChatRefStatus, "turn", v.turn, "err", err)
+		w.unrecorded = append(w.unrecorded, unrecordedCard{turn: v.turn, ref: ref})
+	}
+}
+
 // settleCards compares the status cards this watcher posted but could not
 // record with ts, a fresh poll, whether this replica holds the watch or
 // not: one the session recorded after all is done with; one beside another

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -448,4 +449,146 @@ func TestAnUnrecordedCardIsSettledAfterItsWatcherEnded(t *testing.T) {
 	if dels := p.ops("delete"); len(dels) != 1 || dels[0].Ref != ours {
 		t.Fatalf("deleted %+v; want our unrecorded card %s, beside the recorded m-other", dels, ours)
 	}
+}
+
+// findingPoster is a deletingPoster that implements chat.CardFinder over
+// the shared thread, counting its lookups.
+type findingPoster struct {
+	*deletingPoster
+	mu    sync.Mutex
+	finds int
+}
+
+func (p *findingPoster) FindCards(_ context.Context, _ chat.Thread, key, _ string) ([]string, error) {
+	p.mu.Lock()
+	p.finds++
+	p.mu.Unlock()
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	var out []string
+	for _, ref := range p.s.order {
+		if m := p.s.msgs[ref]; m.card != nil && !m.deleted && m.card.Key == key {
+			out = append(out, ref)
+		}
+	}
+	return out, nil
+}
+
+func (p *findingPoster) lookups() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.finds
+}
+
+// A replica posted a turn's status card and died before it recorded it
+// (the chaos suite: every bot SIGKILLed the moment the user clicked
+// Approve on a card just posted). The replica that takes the watch over
+// finds that card in the thread and goes on in it: recorded, edited to
+// the end, and no second card, however many the dead replicas left (the
+// extras are deleted). Without the lookup it posted a card of its own, and
+// the turn's calls showed on two.
+func TestTakeoverGoesOnInACardLeftUnrecorded(t *testing.T) {
+	for _, left := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d left", left), func(t *testing.T) {
+			ctx := context.Background()
+			id := testThread.ID()
+			f := &chattest.Sessions{
+				ListFn: func(chat.ListFilter) ([]chat.SessionSummary, error) {
+					return []chat.SessionSummary{{WorkflowID: id, Location: testThread, Running: true}}, nil
+				},
+				WatchFn: func(_ string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error) {
+					return session.ClaimWatchResponse{Granted: req.Claimer == "bot-b", Holder: "bot-b"}, nil
+				},
+			}
+			if _, err := f.Send(ctx, session.SessionInput{Location: testThread}, session.MessageRequest{EventID: "e1", Ref: "m1", Text: "build and test"}); err != nil {
+				t.Fatal(err)
+			}
+			started := time.Date(2026, 12, 6, 19, 0, 0, 0, time.UTC)
+			f.Set(id, func(ts *session.TurnState) {
+				next := withTurn(ts, running(1, 0, "make build"))
+				next.StartedAt, next.MessageRefs = started, ts.MessageRefs
+				*ts = next
+			})
+			th := &sharedThread{}
+			var dead []string
+			for i := range left {
+				c := chat.RenderTurn(f.Get(id), chat.RenderOptions{})
+				dead = append(dead, th.add(fmt.Sprintf("dead-%d", i+1), &threadMessage{card: &c}))
+			}
+			pb := &findingPoster{deletingPoster: &deletingPoster{&threadPoster{s: th, by: "bot-b"}}}
+			cb := newTestCore(t, f, newAutoClock(), func(cfg *chat.CoreConfig) { cfg.ReplicaID = "bot-b" })
+			if err := cb.Resume(ctx, pb, "test"); err != nil {
+				t.Fatal(err)
+			}
+			awaitCard(t, f, id, dead[0])
+			f.Set(id, func(ts *session.TurnState) {
+				next := withTurn(ts, done(1, 0, "built and tested"))
+				next.StartedAt, next.MessageRefs = started, ts.MessageRefs
+				next.ToolCalls = running(1, 0, "make build", "go test ./...").ToolCalls
+				next.ToolCalls[1].Status = session.CallCompleted
+				*ts = next
+			})
+			waitIdle(t, cb, testThread)
+			cb.Close()
+
+			cards := th.cards()
+			if len(cards) != 1 {
+				t.Fatalf("status cards at the end: %d (%v), want one", len(cards), slices.Collect(maps.Keys(cards)))
+			}
+			c, ok := cards[dead[0]]
+			if !ok {
+				t.Fatalf("the card shown is not the oldest one left (%s): %v", dead[0], slices.Collect(maps.Keys(cards)))
+			}
+			if text := cardText(c); !strings.Contains(text, "go test ./...") {
+				t.Errorf("the card left was not drawn on to the end:\n%s", text)
+			}
+			if got := th.answers(); len(got) != 1 || got[0] != "built and tested" {
+				t.Errorf("answers: %q, want it once", got)
+			}
+			if n := pb.lookups(); n != 1 {
+				t.Errorf("%d lookups, want 1", n)
+			}
+		})
+	}
+}
+
+// The replica granted the watch with the message that starts a turn looks
+// nothing up: nobody can have shown that turn before it (a lookup is a
+// rate-limited read of the thread).
+func TestMessageGrantedWatcherDoesNotLook(t *testing.T) {
+	ctx := context.Background()
+	id := testThread.ID()
+	f := &chattest.Sessions{
+		WatchFn: func(_ string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error) {
+			return session.ClaimWatchResponse{Granted: true, Holder: "bot-a"}, nil
+		},
+	}
+	th := &sharedThread{}
+	pa := &findingPoster{deletingPoster: &deletingPoster{&threadPoster{s: th, by: "bot-a"}}}
+	ca := newTestCore(t, grantingSends{f}, newAutoClock(), func(cfg *chat.CoreConfig) { cfg.ReplicaID = "bot-a" })
+	if err := ca.HandleMessage(ctx, pa, chat.Message{Thread: testThread, EventID: "e1", Ref: "m1", Text: "build", User: chat.User{ID: "U1"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.Set(id, func(ts *session.TurnState) { *ts = withTurn(ts, running(1, 0, "make build")) })
+	awaitCard(t, f, id, "bot-a-1") // posted and recorded
+	f.Set(id, func(ts *session.TurnState) { *ts = withTurn(ts, done(1, 0, "built")) })
+	waitIdle(t, ca, testThread)
+	if n := pa.lookups(); n != 0 {
+		t.Errorf("%d lookups by the replica the message granted the watch, want 0", n)
+	}
+	if n := len(th.cards()); n != 1 {
+		t.Errorf("%d cards, want 1", n)
+	}
+}
+
+// grantingSends grants the watch lease with every message, as a session
+// does when nobody holds it.
+type grantingSends struct{ *chattest.Sessions }
+
+func (g grantingSends) Send(ctx context.Context, in session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
+	r, err := g.Sessions.Send(ctx, in, req)
+	if err == nil && req.Watch != nil {
+		r.Watch = &session.ClaimWatchResponse{Granted: true, Holder: req.Watch.Claimer}
+	}
+	return r, err
 }

@@ -169,6 +169,16 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 		return // the lease is about to run out; the next poll renews it
 	}
 	defer cancel()
+	if v.ref == "" && w.lookFirst {
+		// Once a hold: the later turns' cards are this hold's own.
+		w.lookFirst = false
+		if refs := w.findCards(wctx, v, card.Key); len(refs) > 0 {
+			// Shown on that card from the next flush (its pace starts
+			// spent: its poster may have just edited it).
+			w.takeLeftCard(ctx, v, refs)
+			return
+		}
+	}
 	if v.ref == "" {
 		ref, err := w.p.Post(wctx, w.th, card)
 		v.pace.Spend(clock.Now())

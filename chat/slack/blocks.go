@@ -105,7 +105,35 @@ func ToBlocks(c chat.Card) ([]slackgo.Block, string) {
 	if len(bs) == 0 {
 		bs = append(bs, section("_(empty)_"))
 	}
-	return trimBlocks(bs, keep), fallback(c)
+	bs = trimBlocks(bs, keep)
+	if c.Key != "" {
+		// Where FindCards reads it back (unseen, kept by chat.update).
+		switch b := bs[0].(type) {
+		case *slackgo.SectionBlock:
+			b.BlockID = cardBlockID(c.Key)
+		case *slackgo.ContextBlock:
+			b.BlockID = cardBlockID(c.Key)
+		}
+	}
+	return bs, fallback(c)
+}
+
+// cardBlockID is the block_id of a keyed card's first block (Slack allows
+// 255 characters; a key is a few dozen).
+func cardBlockID(key string) string { return cardBlockPrefix + key }
+
+const cardBlockPrefix = "sandbot-card:"
+
+// cardKey is the Card.Key a message's blocks carry, if any.
+func cardKey(bs slackgo.Blocks) string {
+	if len(bs.BlockSet) == 0 {
+		return ""
+	}
+	id, ok := strings.CutPrefix(bs.BlockSet[0].ID(), cardBlockPrefix)
+	if !ok {
+		return ""
+	}
+	return id
 }
 
 func section(text string) *slackgo.SectionBlock {

@@ -119,7 +119,50 @@ func (a *Adapter) budgetFor(method string) *updateBudget {
 	return nil
 }
 
-var _ chat.Deleter = (*Adapter)(nil)
+var (
+	_ chat.Deleter    = (*Adapter)(nil)
+	_ chat.CardFinder = (*Adapter)(nil)
+)
+
+// findCardsPages bounds the pages of replies FindCards reads (200 each,
+// from the turn's start on).
+const findCardsPages = 5
+
+// FindCards implements chat.CardFinder: this bot's messages in th after
+// the message after whose first block carries key (ToBlocks puts it in
+// the block_id), read with conversations.replies from after on.
+func (a *Adapter) FindCards(ctx context.Context, th chat.Thread, key, after string) ([]string, error) {
+	if th.Thread == "" {
+		return nil, nil
+	}
+	self := a.identity()
+	p := &slackgo.GetConversationRepliesParameters{ChannelID: th.Channel, Timestamp: th.Thread, Limit: 200, Oldest: after}
+	var refs []string
+	for range findCardsPages {
+		var msgs []slackgo.Message
+		var more bool
+		var next string
+		err := a.call(ctx, "conversations.replies", func(ctx context.Context) error {
+			var err error
+			msgs, more, next, err = a.api.GetConversationRepliesContext(ctx, p)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("slack: conversations.replies: %w", err)
+		}
+		for _, m := range msgs {
+			mine := (self.BotID != "" && m.BotID == self.BotID) || (self.UserID != "" && m.User == self.UserID)
+			if mine && m.Timestamp != th.Thread && cardKey(m.Blocks) == key {
+				refs = append(refs, m.Timestamp)
+			}
+		}
+		if !more || next == "" {
+			break
+		}
+		p.Cursor = next
+	}
+	return refs, nil
+}
 
 // Delete implements chat.Deleter with chat.delete: the core deletes a
 // status card it posted when another replica's card was recorded for the

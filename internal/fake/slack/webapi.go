@@ -1,6 +1,7 @@
 package fakeslack
 
 import (
+	"cmp"
 	"encoding/json"
 	"io"
 	"mime"
@@ -362,8 +363,16 @@ func (s *Server) repliesLocked(req request) result {
 	if limit <= 0 {
 		limit = 1000
 	}
+	// oldest: only replies after it (at it too with inclusive), as Slack
+	// does; the thread's root message always comes first.
+	oldest, inclusive := req.form.Get("oldest"), req.form.Get("inclusive") == "true" || req.form.Get("inclusive") == "1"
 	msgs := []any{}
 	for _, m := range s.msgs[ch] {
+		if m.TS != ts && oldest != "" {
+			if c := compareTS(m.TS, oldest); c < 0 || (c == 0 && !inclusive) {
+				continue
+			}
+		}
 		if m.TS == ts || m.ThreadTS == ts {
 			if len(msgs) == limit {
 				break
@@ -372,6 +381,20 @@ func (s *Server) repliesLocked(req request) result {
 		}
 	}
 	return okResult(map[string]any{"messages": msgs, "has_more": false, "response_metadata": map[string]any{"next_cursor": ""}})
+}
+
+// compareTS orders two message timestamps ("seconds.micros"), -1, 0 or 1.
+func compareTS(a, b string) int {
+	as, af, _ := strings.Cut(a, ".")
+	bs, bf, _ := strings.Cut(b, ".")
+	ai, _ := strconv.ParseInt(as, 10, 64)
+	bi, _ := strconv.ParseInt(bs, 10, 64)
+	if c := cmp.Compare(ai, bi); c != 0 {
+		return c
+	}
+	af += strings.Repeat("0", max(0, 6-len(af)))
+	bf += strings.Repeat("0", max(0, 6-len(bf)))
+	return cmp.Compare(af, bf)
 }
 
 func (s *Server) messageJSON(m *Message) map[string]any {

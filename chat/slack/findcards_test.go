@@ -1,0 +1,55 @@
+package slack_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/slack/slacktest"
+	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
+)
+
+// FindCards finds this bot's status cards of one turn by the key the card
+// carries in its first block's block_id (the real slack-go client reading
+// conversations.replies from the fake): after an edit too, only cards
+// posted after the message named, never another turn's card or a card
+// without a key.
+func TestFindCardsByKey(t *testing.T) {
+	ctx := testCtx(t)
+	env, th := posterEnv(t, slacktest.Options{})
+	a := env.Adapter
+	post := func(c chat.Card) string {
+		t.Helper()
+		ref, err := a.Post(ctx, th, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ref
+	}
+	before := post(chat.Card{Title: "⏳ Working", Key: "t1-100"}) // an earlier one, same key
+	msg := env.Fake.Say(fakeslack.UserMessage{Channel: th.Channel, ThreadTS: th.Thread, User: "U0001", Text: "again"}).Message.TS
+	first := post(chat.Card{Title: "⏳ Working", Key: "t1-100"})
+	post(chat.Card{Title: "⏳ Working", Key: "t2-200"})
+	post(chat.Card{Title: "no key"})
+	second := post(chat.Card{Title: "⏳ Working", Key: "t1-100"})
+	if err := a.Edit(ctx, th, first, chat.Card{Title: "✅ Done", Key: "t1-100", Blocks: []chat.Block{{Kind: chat.BlockText, Text: "`make`"}}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.FindCards(ctx, th, "t1-100", msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{first, second}; !slices.Equal(got, want) {
+		t.Errorf("FindCards after the user's message = %q, want %q", got, want)
+	}
+	got, err = a.FindCards(ctx, th, "t1-100", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{before, first, second}; !slices.Equal(got, want) {
+		t.Errorf("FindCards in the whole thread = %q, want %q", got, want)
+	}
+	if got, err := a.FindCards(ctx, th, "t3-300", ""); err != nil || len(got) != 0 {
+		t.Errorf("FindCards of a key never posted = %q, %v", got, err)
+	}
+}
