@@ -325,3 +325,21 @@ func TestCheckSoak(t *testing.T) {
 		t.Fatal("ranOn")
 	}
 }
+
+// TestShowsFailure: the user sees a turn failed on its card or in its
+// answer, whichever reached the thread (a card whose last edit did not
+// land under a 429 storm still shows the turn running).
+func TestShowsFailure(t *testing.T) {
+	for text, want := range map[string]bool{
+		"❌ Failed — model error":                      true,
+		"⚠️ This turn failed: model: 500 Internal":    true,
+		"⚠️ This turn failed.":                        true,
+		"chaos verified s01":                          false,
+		"⏳ Running — `cat .m/*`":                      false,
+		"the tests failed: ⚠️ This turn failed is ok": false,
+	} {
+		if got := showsFailure(text); got != want {
+			t.Errorf("showsFailure(%q) = %v, want %v", text, got, want)
+		}
+	}
+}

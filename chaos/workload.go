@@ -514,6 +514,15 @@ func tsLess(a, b string) bool {
 	return af < bf
 }
 
+// showsFailure says a bot message tells the user the turn failed: its
+// card shows "❌ Failed", or its answer says "⚠️ This turn failed" (what
+// the user reads when the card's last edit could not land, under a 429
+// storm: a short run's user waited 10 minutes for each of a read-back's
+// tries on such a thread, the card still showing the turn running).
+func showsFailure(text string) bool {
+	return strings.Contains(text, "❌ Failed") || strings.HasPrefix(strings.TrimSpace(text), "⚠️ This turn failed")
+}
+
 // await answers approvals in th until the answer is posted ("answered"), a
 // turn failure shows ("failed") or the turn timeout passes ("lost"). It
 // reads the bot's messages after the user's message since.
@@ -523,7 +532,7 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, since, w
 	// is this attempt's.
 	failedBefore := map[string]bool{}
 	for _, m := range s.chat.botMessages(th.Thread, since) {
-		if strings.Contains(m.Text, "❌ Failed") {
+		if showsFailure(m.Text) {
 			failedBefore[m.Ref] = true
 		}
 	}
@@ -559,9 +568,9 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, since, w
 				}
 			}
 			for _, m := range msgs {
-				if strings.Contains(m.Text, "❌ Failed") && !failedBefore[m.Ref] {
+				if showsFailure(m.Text) && !failedBefore[m.Ref] {
 					outcome = "failed"
-					failedCard = fmt.Sprintf("card %s shows ❌ Failed: %.160q", m.Ref, m.Text)
+					failedCard = fmt.Sprintf("message %s shows the turn failed: %.160q", m.Ref, m.Text)
 					return true
 				}
 			}
