@@ -1,11 +1,13 @@
 package slack_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/slack"
+	"github.com/sandbot/sandbot/chat/slack/slacktest"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
 	"github.com/sandbot/sandbot/session"
 )
@@ -133,16 +135,7 @@ func TestNativeStopHaltsTheStream(t *testing.T) {
 	env, _, th, _ := nativeEnv(t, fakeslack.Options{AgentApp: true}, streamingOn)
 	ctx := testCtx(t)
 	a := env.Adapter
-	a.ObserveTurn(th, withCall(1, 1, session.CallRunning, nil))
-	waitFake(t, ctx, env, "the stream and the session", func(fakeslack.Snapshot) bool {
-		return len(streams(env.Fake, th)) == 1 && agentSession(env, th).Status == "processing"
-	})
-	id, err := env.Fake.ClickNativeStop(ctx, "U0001", th.Channel, th.Thread)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFake(t, ctx, env, "the ack", func(s fakeslack.Snapshot) bool { return s.Acked(id) })
-	idle(t, ctx, env)
+	streamThenStop(t, ctx, env, th)
 	// From here the adapter knows of the stop. (An append already on its
 	// way when the user pressed stop may still meet the halted stream.)
 	known := 0
@@ -177,16 +170,7 @@ func TestNativeStopDuringStreamStart(t *testing.T) {
 	a := env.Adapter
 	release := env.Fake.HoldNext("chat.startStream")
 	defer release()
-	a.ObserveTurn(th, withCall(1, 1, session.CallRunning, nil))
-	waitFake(t, ctx, env, "the stream and the session", func(fakeslack.Snapshot) bool {
-		return len(streams(env.Fake, th)) == 1 && agentSession(env, th).Status == "processing"
-	})
-	id, err := env.Fake.ClickNativeStop(ctx, "U0001", th.Channel, th.Thread)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFake(t, ctx, env, "the ack", func(s fakeslack.Snapshot) bool { return s.Acked(id) })
-	idle(t, ctx, env)
+	streamThenStop(t, ctx, env, th)
 	release()
 	stopped := withCall(1, 2, session.CallFailed, nil)
 	stopped.Status, stopped.Stopped = session.StatusComplete, true
@@ -202,6 +186,23 @@ func TestNativeStopDuringStreamStart(t *testing.T) {
 	if st := streams(env.Fake, th)[0]; st.State != "halted" {
 		t.Fatalf("stream state %q, want halted", st.State)
 	}
+}
+
+// streamThenStop starts turn 1's stream with a running call, waits for
+// the stream and the agent session, then clicks Slack's native stop and
+// waits until the adapter has handled the click.
+func streamThenStop(t *testing.T, ctx context.Context, env *slacktest.Env, th chat.Thread) {
+	t.Helper()
+	env.Adapter.ObserveTurn(th, withCall(1, 1, session.CallRunning, nil))
+	waitFake(t, ctx, env, "the stream and the session", func(fakeslack.Snapshot) bool {
+		return len(streams(env.Fake, th)) == 1 && agentSession(env, th).Status == "processing"
+	})
+	id, err := env.Fake.ClickNativeStop(ctx, "U0001", th.Channel, th.Thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFake(t, ctx, env, "the ack", func(s fakeslack.Snapshot) bool { return s.Acked(id) })
+	idle(t, ctx, env)
 }
 
 // With the Tier 2 budget spent (a busy workspace), a turn is not streamed:
