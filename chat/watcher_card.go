@@ -69,24 +69,25 @@ func (u *unsettledCards) take(id string) []unrecordedCard {
 	return cs
 }
 
-// recordCard records ref, the status card this watcher just posted for v's
-// turn showing card. Refused because another card was recorded first, it
-// deletes its own and adopts that one; failed otherwise, it keeps the card
-// to settle at the next polls (settleCards).
-func (w *watcher) recordCard(ctx context.Context, v *view, ref string) {
+// recordCard records ref, the status card v shows for its turn, and
+// reports whether the session took it. Refused because another card was
+// recorded first, it deletes ref and adopts that one; failed otherwise, it
+// keeps the card to settle at the next polls (settleCards).
+func (w *watcher) recordCard(ctx context.Context, v *view, ref string) bool {
 	err := w.recordErr(ctx, v.turn, session.ChatRefStatus, ref)
 	if err == nil {
-		return
+		return true
 	}
 	if first, ok := session.RecordedCard(err); ok {
 		w.log.Info("watcher: another replica's status card was recorded first for the turn; deleting ours and going on in that one",
 			"turn", v.turn, "ours", ref, "recorded", first)
 		w.dropCard(ctx, v.turn, ref)
 		w.adopt(v, first)
-		return
+		return false
 	}
 	w.log.Warn("watcher: record chat ref; trying again at the next poll", "kind", session.ChatRefStatus, "turn", v.turn, "err", err)
 	w.unrecorded = append(w.unrecorded, unrecordedCard{turn: v.turn, ref: ref})
+	return false
 }
 
 // findCards looks in the thread for status cards of v's turn (key) that
@@ -116,28 +117,13 @@ func (w *watcher) findCards(ctx context.Context, v *view, key string) []string {
 // (a record refused means another card was recorded meanwhile: then the
 // found card is the extra).
 func (w *watcher) takeLeftCard(ctx context.Context, v *view, refs []string) {
-	ref := refs[0]
 	w.log.Info("watcher: found the turn's status card, posted and never recorded; going on in it",
-		"turn", v.turn, "ref", ref, "found", len(refs))
-	b := w.cfg.Budget
-	v.ref, v.shown = ref, nil
-	v.pace = pace.NewSpentBucket(b.MinEditInterval, b.EditBurst, w.cfg.Clock.Now())
-	if tp, ok := w.p.(TakeoverPacer); ok {
-		tp.TookOver(w.th, ref)
-	}
-	err := w.recordErr(ctx, v.turn, session.ChatRefStatus, ref)
-	first, refused := session.RecordedCard(err)
-	switch {
-	case err == nil:
+		"turn", v.turn, "ref", refs[0], "found", len(refs))
+	w.adopt(v, refs[0])
+	if w.recordCard(ctx, v, refs[0]) {
 		for _, extra := range refs[1:] {
 			w.dropCard(ctx, v.turn, extra)
 		}
-	case refused:
-		w.dropCard(ctx, v.turn, ref)
-		w.adopt(v, first)
-	default:
-		w.log.Warn("watcher: record chat ref; trying again at the next poll", "kind", session.ChatRefStatus, "turn", v.turn, "err", err)
-		w.unrecorded = append(w.unrecorded, unrecordedCard{turn: v.turn, ref: ref})
 	}
 }
 
