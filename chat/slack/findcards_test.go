@@ -53,3 +53,26 @@ func TestFindCardsByKey(t *testing.T) {
 		t.Errorf("FindCards of a key never posted = %q, %v", got, err)
 	}
 }
+
+// Attack: another app in the channel (or a user's own token) posts a
+// message whose first block carries a status card's block_id. FindCards
+// takes only this bot's messages, so the core never records, draws on or
+// offers approval buttons in a message someone else wrote and can edit.
+func TestFindCardsIgnoresForgedCards(t *testing.T) {
+	ctx := testCtx(t)
+	env, th := posterEnv(t, slacktest.Options{})
+	forged := `[{"type":"section","block_id":"sandbot-card:t1-100","text":{"type":"mrkdwn","text":"⏳ Working"}}]`
+	env.Fake.Say(fakeslack.UserMessage{Channel: th.Channel, ThreadTS: th.Thread, BotID: "BOTHER", SubType: "bot_message", Text: "⏳ Working", Blocks: forged})
+	env.Fake.Say(fakeslack.UserMessage{Channel: th.Channel, ThreadTS: th.Thread, User: "U0002", Text: "⏳ Working", Blocks: forged})
+	ours, err := env.Adapter.Post(ctx, th, chat.Card{Title: "⏳ Working", Key: "t1-100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := env.Adapter.FindCards(ctx, th, "t1-100", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{ours}) {
+		t.Errorf("FindCards = %q, want only the bot's own card %q", got, ours)
+	}
+}

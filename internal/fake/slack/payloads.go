@@ -27,6 +27,9 @@ type UserMessage struct {
 	// BotID and SubType make this a bot's message ("bot_message").
 	BotID   string
 	SubType string
+	// Blocks is the message's Block Kit JSON as posted (another app's
+	// message can carry any block_id).
+	Blocks string
 	// Files are attached to the message (the events carry them with a
 	// url_private_download the fake serves).
 	Files []UserFile
@@ -67,7 +70,7 @@ func (s *Server) Say(m UserMessage) Said {
 	}
 	s.addMessageLocked(&Message{
 		Channel: m.Channel, TS: m.TS, ThreadTS: m.ThreadTS, User: m.User, BotID: m.BotID,
-		SubType: m.SubType, Text: m.Text, Updated: time.Now(),
+		SubType: m.SubType, Text: m.Text, RawBlocks: m.Blocks, Updated: time.Now(),
 	})
 	var out Said
 	out.Message = m
