@@ -102,8 +102,8 @@ func (s *Server) takeBudget(w http.ResponseWriter, r *http.Request, route string
 		h := w.Header()
 		h.Set("X-RateLimit-Limit", strconv.Itoa(b.PerChannel))
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(b.PerChannel-c.used))
-		h.Set("X-RateLimit-Reset", fmt.Sprintf("%.3f", float64(reset.UnixMilli())/1000))
-		h.Set("X-RateLimit-Reset-After", fmt.Sprintf("%.3f", reset.Sub(now).Seconds()))
+		h.Set("X-RateLimit-Reset", secondsUp(time.Duration(reset.UnixNano())))
+		h.Set("X-RateLimit-Reset-After", secondsUp(reset.Sub(now)))
 		h.Set("X-RateLimit-Bucket", key)
 	}
 	g.used++
@@ -117,7 +117,7 @@ func (s *Server) overBudget(w http.ResponseWriter, route, scope string, after ti
 	secs := max(after, time.Millisecond).Seconds()
 	h := w.Header()
 	h.Set("Retry-After", strconv.Itoa(int(secs+0.999)))
-	h.Set("X-RateLimit-Reset-After", fmt.Sprintf("%.3f", secs))
+	h.Set("X-RateLimit-Reset-After", secondsUp(after))
 	h.Set("X-RateLimit-Scope", "user")
 	if scope == "global" {
 		h.Set("X-RateLimit-Global", "true")
@@ -137,4 +137,16 @@ func (s *Server) Violations() []Violation {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Violation(nil), s.violations...)
+}
+
+// secondsUp formats d in seconds to the millisecond, as Discord's
+// X-RateLimit-Reset(-After) headers are, rounded up (and at least 1 ms) so
+// the fake never announces a bucket's reset before the bucket resets. A
+// client that waits exactly what it was told is then never over: with
+// %.3f's rounding to the nearest the announced reset could be up to half
+// a millisecond early, and on loopback discordgo's next request arrived
+// inside the old window (TestBudgetsPaceDiscordgo failed so in CI).
+func secondsUp(d time.Duration) string {
+	ms := (max(d, time.Millisecond) + time.Millisecond - 1) / time.Millisecond
+	return fmt.Sprintf("%d.%03d", ms/1000, ms%1000)
 }
