@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -306,7 +307,9 @@ func (s *stack) env(metricsAddr string) []string {
 		"SANDBOT_DECISION_KEY=" + s.key,
 		"SANDBOT_SANDBOX_BACKENDS=" + strings.Join(s.backends(), ","),
 		"SANDBOT_METRICS_ADDR=" + metricsAddr,
-		"SANDBOT_LOG_LEVEL=info",
+		// CHAOS_LOG_LEVEL=debug shows each watcher's lease and card
+		// steps, which tracing a duplicate card needs.
+		"SANDBOT_LOG_LEVEL=" + cmp.Or(os.Getenv("CHAOS_LOG_LEVEL"), "info"),
 		// Profiles on a free loopback port, named in the process's log
 		// ("debug profiles"): how the soak's memory growth was found.
 		"SANDBOT_DEBUG_ADDR=127.0.0.1:0",
