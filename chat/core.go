@@ -383,6 +383,8 @@ func (c *Core) scan(ctx context.Context, p Poster, platform string) (started, li
 			continue
 		}
 		if needsWatch(ts) && (ts.Watcher == "" || ts.Watcher == c.cfg.ReplicaID || !c.cfg.Clock.Now().Before(ts.WatchUntil)) {
+			c.log.Debug("scan: watching a session nobody watches", "workflow_id", s.WorkflowID, "turn", ts.Turn,
+				"status", ts.Status, "awaiting_post", ts.AwaitingPost, "watcher", ts.Watcher, "watch_until", ts.WatchUntil)
 			c.watchers.watch(p, s.Location, ts.Turn, false)
 			started++
 		}

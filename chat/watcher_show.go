@@ -187,6 +187,7 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 			return
 		}
 		v.ref, v.shown, v.pending = ref, &card, nil
+		w.log.Debug("watcher: posted the turn's status card", "turn", v.turn, "ref", ref, "key", card.Key)
 		w.recordCard(ctx, v, ref)
 		w.announce(ctx, v)
 		return
