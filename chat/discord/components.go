@@ -3,6 +3,7 @@ package discord
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/bwmarrin/discordgo"
@@ -153,10 +154,23 @@ func ToMessage(c chat.Card) (Message, error) {
 		if footer != "" {
 			e.Footer = &discordgo.MessageEmbedFooter{Text: clampPlain(footer, footerBudget)}
 		}
+		if c.Key != "" {
+			e.URL = CardKeyURL(c.Key)
+		}
 		m.Embeds = []*discordgo.MessageEmbed{e}
 	}
 	return m, nil
 }
+
+// cardKeyBase is where a status card keeps its chat.Card.Key: its embed's
+// url, which Discord returns with the message (so FindCards can read it)
+// and shows nowhere, since the url only links an embed's title and a
+// card's embed has none. Discord takes only http(s) URLs there; .invalid
+// never resolves (RFC 2606), so nothing is ever fetched or opened.
+const cardKeyBase = "https://sandbot.invalid/card/"
+
+// CardKeyURL is the embed url that carries a card's key.
+func CardKeyURL(key string) string { return cardKeyBase + url.PathEscape(key) }
 
 // fallback is the message content: the card's title, or the start of its
 // first text when it has none.

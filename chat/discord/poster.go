@@ -1,9 +1,11 @@
 package discord
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +56,44 @@ func (a *Adapter) Edit(ctx context.Context, th chat.Thread, ref string, c chat.C
 		return fmt.Errorf("discord: edit %s in %s: %w", ref, target(th), err)
 	}
 	return nil
+}
+
+var _ chat.CardFinder = (*Adapter)(nil)
+
+// findCardsPages bounds the pages FindCards reads (100 messages each, from
+// the turn's first message on).
+const findCardsPages = 5
+
+// FindCards implements chat.CardFinder: this bot's messages in th newer
+// than the message after whose embed carries key (CardKeyURL), oldest
+// first, read with GET /channels/{id}/messages?after= page by page. A
+// message of another app, or a user's, is never one of them, whatever its
+// embed says.
+func (a *Adapter) FindCards(ctx context.Context, th chat.Thread, key, after string) ([]string, error) {
+	self := a.bot()
+	if self == "" {
+		return nil, errors.New("discord: find cards: the bot's own user is not known yet (no READY)")
+	}
+	want := CardKeyURL(key)
+	cursor := cmp.Or(after, "0") // "0": from the thread's start
+	var refs []string
+	for range findCardsPages {
+		msgs, err := a.s.ChannelMessages(target(th), 100, "", cursor, "", discordgo.WithContext(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("discord: find cards in %s: %w", target(th), err)
+		}
+		// Newest first, as Discord sorts every page.
+		for _, m := range slices.Backward(msgs) {
+			if m.Author != nil && m.Author.ID == self && len(m.Embeds) > 0 && m.Embeds[0].URL == want {
+				refs = append(refs, m.ID)
+			}
+		}
+		if len(msgs) < 100 {
+			break
+		}
+		cursor = msgs[0].ID
+	}
+	return refs, nil
 }
 
 var _ chat.TakeoverPacer = (*Adapter)(nil)

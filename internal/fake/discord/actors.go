@@ -48,6 +48,27 @@ func (s *Server) UserMessage(channelID string, from Member, content string) (Mes
 	return out, nil
 }
 
+// AppMessage stores a message another app's bot (from) posted in a
+// channel or thread, embeds as it sent them, and dispatches MESSAGE_CREATE:
+// a message the bot under test must tell from its own.
+func (s *Server) AppMessage(channelID string, from User, content string, embeds json.RawMessage) (Message, error) {
+	s.mu.Lock()
+	c, ok := s.channels[channelID]
+	if !ok {
+		s.mu.Unlock()
+		return Message{}, fmt.Errorf("fake discord: unknown channel %s", channelID)
+	}
+	from.Bot = true
+	m := &Message{ID: s.newID(), ChannelID: c.ID, GuildID: c.GuildID, Author: from, Content: content, Embeds: embeds, Created: time.Now()}
+	s.storeMessage(m)
+	wire := m.wire()
+	cc := *c
+	out := m.clone()
+	s.mu.Unlock()
+	s.gw.dispatchMessage("MESSAGE_CREATE", wire, &cc, true)
+	return out, nil
+}
+
 // CommandOption is an option value of a slash command invocation.
 type CommandOption struct {
 	Name  string

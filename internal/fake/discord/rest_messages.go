@@ -141,9 +141,11 @@ func (s *Server) storeMessage(m *Message) {
 	s.bump()
 }
 
-// handleListMessages is GET /channels/{id}/messages?before=ID&limit=N as
-// Discord answers it: the newest messages before ID first, limit 1 to 100
-// (default 50), ephemeral and deleted ones left out.
+// handleListMessages is GET /channels/{id}/messages?before=ID&limit=N (or
+// after=ID) as Discord answers it: limit 1 to 100 (default 50), ephemeral
+// and deleted ones left out, newest first. With before, the newest
+// messages older than ID; with after, the oldest messages newer than ID
+// (the page right after it), still sorted newest first.
 func (s *Server) handleListMessages(w http.ResponseWriter, r *http.Request, _ *request) {
 	limit := 50
 	if l := r.URL.Query().Get("limit"); l != "" {
@@ -162,10 +164,24 @@ func (s *Server) handleListMessages(w http.ResponseWriter, r *http.Request, _ *r
 		writeError(w, http.StatusNotFound, CodeUnknownChannel, "Unknown Channel", nil)
 		return
 	}
+	listed := func(m *Message) bool { return m.ChannelID == ch && !m.Deleted && !m.Ephemeral() }
 	out := []map[string]any{}
+	if after := r.URL.Query().Get("after"); after != "" && before == "" {
+		for _, id := range s.order {
+			if len(out) == limit {
+				break
+			}
+			if m := s.messages[id]; listed(m) && snowflakeBefore(after, m.ID) {
+				out = append(out, m.wire())
+			}
+		}
+		slices.Reverse(out)
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
 	for i := len(s.order) - 1; i >= 0 && len(out) < limit; i-- {
 		m := s.messages[s.order[i]]
-		if m.ChannelID != ch || m.Deleted || m.Ephemeral() {
+		if !listed(m) {
 			continue
 		}
 		if before != "" && !snowflakeBefore(m.ID, before) {

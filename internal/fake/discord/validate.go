@@ -3,6 +3,7 @@ package fakediscord
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -61,6 +62,7 @@ type embedField struct {
 
 type embed struct {
 	Title       string       `json:"title"`
+	URL         string       `json:"url"`
 	Description string       `json:"description"`
 	Fields      []embedField `json:"fields"`
 	Footer      *struct {
@@ -176,6 +178,12 @@ func checkEmbeds(raw json.RawMessage, fe formErrors) {
 			total += TextLen(s)
 			if TextLen(s) > n {
 				fe.add(append(append([]string{}, p...), field), "BASE_TYPE_MAX_LENGTH", fmt.Sprintf("Must be %d or fewer in length.", n))
+			}
+		}
+		if e.URL != "" {
+			// Discord takes only absolute http(s) URLs here.
+			if u, err := url.Parse(e.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				fe.add(append(append([]string{}, p...), "url"), "URL_TYPE_INVALID_URL", "Not a well formed URL.")
 			}
 		}
 		max("title", e.Title, MaxEmbedTitle)
