@@ -289,6 +289,40 @@ func (p *proc) saveProfiles(dir, tag string) (int, error) {
 	return n, nil
 }
 
+// liveHeap is the Go heap the running process still uses: it asks for a
+// collection (heap?gc=1) and then reads HeapAlloc from the runtime's
+// account (heap?debug=1), which holds little but live objects right after
+// it.
+func (p *proc) liveHeap() (int64, error) {
+	addr := p.debugAddr()
+	if addr == "" {
+		return 0, fmt.Errorf("%s: no debug address in its log", p.name)
+	}
+	hc := http.Client{Timeout: 60 * time.Second}
+	var text []byte
+	for _, path := range []string{"/debug/pprof/heap?gc=1", "/debug/pprof/heap?debug=1"} {
+		resp, err := hc.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err
+		}
+		text, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s: %s", path, resp.Status)
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	m := heapAllocLine.FindSubmatch(text)
+	if m == nil {
+		return 0, fmt.Errorf("%s: no HeapAlloc in its heap profile", p.name)
+	}
+	return strconv.ParseInt(string(m[1]), 10, 64)
+}
+
+var heapAllocLine = regexp.MustCompile(`(?m)^# HeapAlloc = (\d+)$`)
+
 var goroutineTotal = regexp.MustCompile(`goroutine profile: total (\d+)`)
 
 // memStatsSection is the runtime.MemStats part of a text heap profile (the

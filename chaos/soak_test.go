@@ -4,15 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"path"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	slackgo "github.com/slack-go/slack"
 
+	"github.com/sandbot/sandbot/internal/app"
 	fakeopenai "github.com/sandbot/sandbot/internal/fake/openai"
 	fakeslack "github.com/sandbot/sandbot/internal/fake/slack"
+	"github.com/sandbot/sandbot/internal/syncbuf"
 )
 
 // The soak's pure parts, in plain go test: they need no stack.
@@ -340,6 +344,68 @@ func TestShowsFailure(t *testing.T) {
 	} {
 		if got := showsFailure(text); got != want {
 			t.Errorf("showsFailure(%q) = %v, want %v", text, got, want)
+		}
+	}
+}
+
+// TestLiveHeapIsTheHeapAfterACollection: a process's live heap, read from
+// its debug listener, counts what it keeps and not what it dropped, even
+// before the collector ran on its own (the 64 MB dropped are gone from the
+// second reading because the reading asks for a collection first).
+func TestLiveHeapIsTheHeapAfterACollection(t *testing.T) {
+	srv := httptest.NewServer(app.DebugHandler())
+	defer srv.Close()
+	p := newProc("worker-x", "", t.TempDir(), nil)
+	p.out = &syncbuf.Buffer{}
+	fmt.Fprintf(p.out, "time=x level=INFO msg=\"debug profiles\" addr=%s\n", strings.TrimPrefix(srv.URL, "http://"))
+	kept := make([]byte, 64<<20)
+	for i := range kept {
+		kept[i] = byte(i)
+	}
+	with, err := p.liveHeap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.KeepAlive(kept)
+	kept = nil
+	without, err := p.liveHeap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with < 64<<20 || with-without < 60<<20 {
+		t.Fatalf("live heap %d MB holding 64 MB, %d MB after dropping it; want the 64 MB in the first only", with>>20, without>>20)
+	}
+}
+
+// TestMemoryVerdictJudgesTheLiveHeap: resident size rising while the live
+// heap holds is not growth; a live heap rising is, whatever the resident
+// size does; without live heaps the resident size decides.
+func TestMemoryVerdictJudgesTheLiveHeap(t *testing.T) {
+	mk := func(rss, live func(int) float64) []MemSample {
+		var out []MemSample
+		for turn := 25; turn <= 1000; turn += 25 {
+			s := MemSample{Turn: turn, Bytes: int64(rss(turn) * (1 << 20))}
+			if live != nil {
+				s.Live = int64(live(turn) * (1 << 20))
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	flat := func(int) float64 { return 60 }
+	climb := func(turn int) float64 { return 100 + 0.1*float64(turn) }
+	for _, c := range []struct {
+		name      string
+		rss, live func(int) float64
+		want      string
+	}{
+		{"resident rises, live holds", climb, flat, "stable"},
+		{"live rises", flat, climb, "growing"},
+		{"no live heap, resident rises", climb, nil, "growing"},
+		{"no live heap, resident holds", flat, nil, "stable"},
+	} {
+		if got := memoryVerdict(mk(c.rss, c.live)); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
 		}
 	}
 }
