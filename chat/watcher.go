@@ -91,6 +91,10 @@ type watcher struct {
 	held           bool
 	legacy         bool
 	until, renewAt time.Time
+	// holds counts the times this replica started holding the lease (see
+	// startsHolding); a view drawn under an earlier hold rejoins its card
+	// (see rejoin).
+	holds int
 	// lookFirst says another replica (or an earlier process of this
 	// bot) may have posted a card of the turn this watcher shows without
 	// recording it: true unless the current hold came with a message this
@@ -232,6 +236,7 @@ func (w *watcher) hold(ctx context.Context) bool {
 // other replica can have edited since then, because every replica waits a
 // window from its grant, and its grant came after that end.
 func (w *watcher) startsHolding(at time.Time) {
+	w.holds++
 	window := w.cfg.Budget.HandoffWindow
 	tp, ok := w.p.(TakeoverPacer)
 	if window <= 0 || !ok {
@@ -397,6 +402,7 @@ func (w *watcher) follow(ctx context.Context, want int) (last int, ok bool) {
 				v = w.newView(ts)
 				interval = w.cfg.PollMin
 			}
+			w.rejoin(v)
 			before := v.version
 			w.update(ctx, v, ts)
 			if v.version != before {

@@ -2,6 +2,7 @@ package chat_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -310,5 +311,74 @@ func TestFinalCardRenewsANearlySpentLease(t *testing.T) {
 	defer mu.Unlock()
 	if !failedLate {
 		t.Fatal("the scenario did not happen: no renewal failed at the turn's end")
+	}
+}
+
+// A watcher whose lease ran out in its own view (a poll stalled past it)
+// and is then granted it again may have been followed meanwhile by another
+// replica that drew the turn on the same card: it paces the card as taken
+// over (burst spent, the adapter told), as a watcher that did not post it
+// would, instead of going on with the pace of its own last edits, which
+// could put an edit right after the other replica's.
+func TestLeaseRegainedAfterALapsePacesTheCardAsTakenOver(t *testing.T) {
+	clock := newAutoClock()
+	const interval = time.Second
+	var mu sync.Mutex
+	polls := 0
+	var regained time.Time
+	f := &chattest.Sessions{
+		SendFn: func(_ session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
+			return session.MessageResponse{Turn: 1, Watch: &session.ClaimWatchResponse{Granted: true, Holder: req.Watch.Claimer}}, nil
+		},
+		TurnStateFn: func(string) (session.TurnState, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			polls++
+			switch polls {
+			case 1:
+				return running(1, 1, "ls"), nil
+			case 2:
+				return running(1, 2, "ls", "make"), nil
+			case 3:
+				// This poll stalls past the lease; the next claim is a new grant.
+				clock.advance(session.WatchLease + time.Second)
+				regained = clock.Now()
+				return running(1, 3, "ls", "make", "test"), nil
+			}
+			return done(1, 4, "built"), nil
+		},
+	}
+	c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) {
+		cfg.ReplicaID = "bot-a"
+		cfg.Budgets["test"] = chat.Budget{MinEditInterval: interval, EditBurst: 4}
+	})
+	p := &pacedPoster{recPoster: &recPoster{clock: clock}}
+	if err := c.HandleMessage(context.Background(), p, msg("e1", "build")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	posts := p.ops("post")
+	if len(posts) != 1 {
+		t.Fatalf("posts %+v, want the turn's one card", posts)
+	}
+	mu.Lock()
+	at := regained
+	mu.Unlock()
+	var after []posterEvent
+	for _, e := range p.ops("edit") {
+		if !e.At.Before(at) {
+			after = append(after, e)
+		}
+	}
+	if len(after) == 0 {
+		t.Fatalf("no edit after the lease was granted again: %+v", p.Events())
+	}
+	if gap := after[0].At.Sub(at); gap < interval {
+		t.Errorf("first edit %v after the lease was granted again; want at least one interval (%v), as for a card taken over", gap, interval)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !slices.Contains(p.took, posts[0].Ref) {
+		t.Errorf("the adapter was told of taken-over messages %q, want the card %s", p.took, posts[0].Ref)
 	}
 }

@@ -23,6 +23,9 @@ type view struct {
 	// pace spaces the message's posts and edits, spent at the end of each
 	// (Budget.MinEditInterval, in bursts of Budget.EditBurst).
 	pace pace.Bucket
+	// hold is the watcher's hold of the lease this view last wrote under
+	// (watcher.holds).
+	hold int
 	last session.TurnState
 	// attached are the attachments already put in the thread, by name.
 	attached map[string]bool
@@ -36,7 +39,7 @@ type view struct {
 // restart keeps editing the same message).
 func (w *watcher) newView(ts session.TurnState) *view {
 	b := w.cfg.Budget
-	v := &view{turn: ts.Turn, ref: ts.StatusRef, version: -1, pace: pace.NewBucket(b.MinEditInterval, b.EditBurst)}
+	v := &view{turn: ts.Turn, ref: ts.StatusRef, version: -1, pace: pace.NewBucket(b.MinEditInterval, b.EditBurst), hold: w.holds}
 	if v.ref != "" {
 		// A status message this view did not post: the replica that
 		// watched the turn until now may have just spent its burst on it
@@ -49,6 +52,29 @@ func (w *watcher) newView(ts session.TurnState) *view {
 		}
 	}
 	return v
+}
+
+// rejoin makes v, drawn under an earlier hold of the watch lease, go on
+// under the current one: its lease ran out in this replica's view (a poll
+// or a write stalled past it) and was granted again, and meanwhile another
+// replica may have held it and edited v's card. So the card is paced as
+// one taken over, as newView paces a card it did not post; going on with
+// the pace of its own last edits could land an edit right after the other
+// replica's (the 1,000-turn soak counted two per-message violations on
+// one card). Nothing changes when the hold is the same.
+func (w *watcher) rejoin(v *view) {
+	if v.hold == w.holds {
+		return
+	}
+	v.hold = w.holds
+	if v.ref == "" {
+		return
+	}
+	b := w.cfg.Budget
+	v.pace = pace.NewSpentBucket(b.MinEditInterval, b.EditBurst, w.cfg.Clock.Now())
+	if tp, ok := w.p.(TakeoverPacer); ok {
+		tp.TookOver(w.th, v.ref)
+	}
 }
 
 // update renders ts if its version moved and queues the card if it differs
@@ -167,6 +193,15 @@ func (w *watcher) flush(ctx context.Context, v *view, final bool) {
 	}
 	if !ok {
 		return // the lease is about to run out; the next poll renews it
+	}
+	if v.hold != w.holds {
+		// Granted anew just now: pace the card as taken over first.
+		cancel()
+		w.rejoin(v)
+		if final {
+			w.flush(ctx, v, final) // waits the new pace out (once: the hold is v's now)
+		}
+		return
 	}
 	defer cancel()
 	if v.ref == "" && w.lookFirst {
