@@ -264,6 +264,7 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 	// at the start of the turn (see session.MessageRequest.Watch).
 	req.Watch = &session.WatchClaim{Claimer: c.cfg.ReplicaID, For: c.cfg.WatchLease}
 	asked := c.cfg.Clock.Now()
+	var granted time.Time
 	resp, err := c.s.Send(cctx, start, req)
 	if err != nil {
 		c.say(ctx, p, th, UserMessage(err))
@@ -276,6 +277,8 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 		// first) with the first sender's outcome, lease and all. The
 		// watcher claims it as it always did.
 		asked = time.Time{}
+	} else {
+		granted = resp.Watch.Until
 	}
 	c.log.Info("message sent", "workflow_id", th.ID(), "event_id", m.EventID, "turn", resp.Turn,
 		"duplicate", resp.Duplicate, "queued", resp.Queued)
@@ -287,7 +290,7 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 	// A duplicate resumes watching only if nobody watches its turn here;
 	// watch is idempotent and a finished turn with both refs recorded ends
 	// the watcher at its first poll.
-	c.watchers.watchHeld(p, th, resp.Turn, !resp.Duplicate, asked)
+	c.watchers.watchHeld(p, th, resp.Turn, !resp.Duplicate, asked, granted)
 	return nil
 }
 

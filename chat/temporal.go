@@ -306,6 +306,10 @@ func (t *TemporalSessions) ClaimWatch(ctx context.Context, id string, req sessio
 	switch {
 	case errors.As(err, &appErr) && appErr.Type() == session.ErrTypeWatchLeaseHeld:
 		return session.ClaimWatchResponse{}, nil
+	case errors.As(err, &appErr) && appErr.Type() == session.ErrTypeStaleRelease:
+		// The hold being released was renewed (or ended) since: there is
+		// nothing of it to give up.
+		return session.ClaimWatchResponse{}, nil
 	case err != nil && strings.Contains(err.Error(), "unknown update"):
 		return out, fmt.Errorf("%w: %w", ErrNoWatchLease, err)
 	}

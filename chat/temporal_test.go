@@ -233,6 +233,27 @@ func TestTemporalCopyOfADecidingClickIsARepeat(t *testing.T) {
 	}
 }
 
+// A release the workflow refuses as stale (its hold was renewed since)
+// has nothing to give up: no error, and the update carries the hold.
+func TestTemporalStaleReleaseIsNoError(t *testing.T) {
+	f := &frontend{}
+	f.outcome = &updatepb.Outcome{Value: &updatepb.Outcome_Failure{Failure: &failurepb.Failure{
+		Message:     "this release is of a hold that ended earlier",
+		FailureInfo: &failurepb.Failure_ApplicationFailureInfo{ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: session.ErrTypeStaleRelease}},
+	}}}
+	s := chat.NewTemporalSessions(startFrontend(t, f), chat.TemporalOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	held := time.Date(2026, 12, 6, 21, 34, 27, 5e6, time.UTC)
+	res, err := s.ClaimWatch(ctx, testThread.ID(), session.ClaimWatchRequest{Claimer: "bot-a", Release: true, Held: held})
+	if err != nil || res.Granted {
+		t.Fatalf("a stale release: %+v, %v; want nothing granted, no error", res, err)
+	}
+	if in := string(f.updates[0].GetRequest().GetInput().GetArgs().GetPayloads()[0].GetData()); !strings.Contains(in, `"held":"2026-12-06T21:34:27.005Z"`) {
+		t.Errorf("the update did not carry the hold: %s", in)
+	}
+}
+
 func TestTemporalQueriesAndNotFound(t *testing.T) {
 	f := &frontend{}
 	f.queryAns = payloads(t, session.TurnState{Turn: 3, Version: 11, Status: session.StatusThinking})

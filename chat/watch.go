@@ -39,15 +39,15 @@ func newWatchers(newWatcher func(p Poster, th Thread) *watcher) *watchers {
 // message asked for turn, so if the turn ends unseen (between two polls)
 // its answer is still posted, from the transcript.
 func (ws *watchers) watch(p Poster, th Thread, turn int, fresh bool) {
-	ws.watchHeld(p, th, turn, fresh, time.Time{})
+	ws.watchHeld(p, th, turn, fresh, time.Time{}, time.Time{})
 }
 
 // watchHeld is watch by a replica that was granted the session's watch
 // lease with the message that asked for turn (asked is when it asked, so
-// its view of the lease never outlasts the workflow's; zero: not granted).
-// A new watcher starts out holding it instead of claiming it again; a
+// its view of the lease never outlasts the workflow's; zero: not granted;
+// granted is the hold's end as the workflow granted it). A new watcher starts out holding it instead of claiming it again; a
 // running one keeps its own view and renews on its schedule.
-func (ws *watchers) watchHeld(p Poster, th Thread, turn int, fresh bool, asked time.Time) {
+func (ws *watchers) watchHeld(p Poster, th Thread, turn int, fresh bool, asked, granted time.Time) {
 	id := th.ID()
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -65,7 +65,7 @@ func (ws *watchers) watchHeld(p Poster, th Thread, turn int, fresh bool, asked t
 	w.raise(turn, fresh)
 	if !asked.IsZero() {
 		// Before the goroutine starts, which owns these from then on.
-		w.held, w.until, w.renewAt = true, asked.Add(w.cfg.Lease), asked.Add(w.cfg.Lease/3)
+		w.held, w.until, w.renewAt, w.granted = true, asked.Add(w.cfg.Lease), asked.Add(w.cfg.Lease/3), granted
 		// Granted with the message that starts the turn: nobody can have
 		// shown it yet.
 		w.lookFirst = false

@@ -91,6 +91,10 @@ type watcher struct {
 	held           bool
 	legacy         bool
 	until, renewAt time.Time
+	// granted is the end of the current hold as the workflow granted it
+	// (ClaimWatchResponse.Until; zero if unknown), which a release names
+	// so that it never clears a hold renewed since (ClaimWatchRequest.Held).
+	granted time.Time
 	// holds counts the times this replica started holding the lease (see
 	// startsHolding); a view drawn under an earlier hold rejoins its card
 	// (see rejoin).
@@ -214,7 +218,7 @@ func (w *watcher) hold(ctx context.Context) bool {
 	}
 	// Measured from before the call, so the local view never outlasts the
 	// workflow's.
-	w.held, w.until, w.renewAt = true, now.Add(w.cfg.Lease), now.Add(w.cfg.Lease/3)
+	w.held, w.until, w.renewAt, w.granted = true, now.Add(w.cfg.Lease), now.Add(w.cfg.Lease/3), res.Until
 	if fresh {
 		w.lookFirst = true // someone else may have shown the turn meanwhile
 		w.startsHolding(now)
@@ -264,7 +268,7 @@ func (w *watcher) releaseLease(ctx context.Context) {
 		end = w.until
 	}
 	w.cfg.Ends.ended(w.id, end)
-	if _, err := w.feed.ClaimWatch(cctx, w.id, session.ClaimWatchRequest{Claimer: w.cfg.ReplicaID, Release: true}); err != nil {
+	if _, err := w.feed.ClaimWatch(cctx, w.id, session.ClaimWatchRequest{Claimer: w.cfg.ReplicaID, Release: true, Held: w.granted}); err != nil {
 		w.log.Warn("watcher: release watch lease", "err", err)
 	}
 	w.held = false

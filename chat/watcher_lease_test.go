@@ -447,3 +447,48 @@ func TestRedeliveredMessageGrantsNoLeaseToItsSecondSender(t *testing.T) {
 		t.Error(w)
 	}
 }
+
+// A watcher's release names the hold it gives up, as the workflow granted
+// it (with the message, or by a claim), so the workflow can refuse it
+// when that hold was renewed since (session.ClaimWatchRequest.Held).
+func TestReleaseNamesTheHoldItGivesUp(t *testing.T) {
+	granted := time.Date(2025, 1, 2, 3, 4, 20, 123456789, time.UTC)
+	claimed := granted.Add(time.Minute)
+	for _, withMessage := range []bool{true, false} {
+		var mu sync.Mutex
+		var released []session.ClaimWatchRequest
+		f := &chattest.Sessions{
+			SendFn: func(_ session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
+				if !withMessage {
+					return session.MessageResponse{Turn: 1}, nil
+				}
+				return session.MessageResponse{Turn: 1, Watch: &session.ClaimWatchResponse{Granted: true, Holder: req.Watch.Claimer, Until: granted}}, nil
+			},
+			TurnStateFn: (&script{states: []session.TurnState{running(1, 1, "ls"), done(1, 2, "ok")}}).next,
+			WatchFn: func(_ string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if req.Release {
+					released = append(released, req)
+					return session.ClaimWatchResponse{}, nil
+				}
+				return session.ClaimWatchResponse{Granted: true, Holder: req.Claimer, Until: claimed}, nil
+			},
+		}
+		clock := newAutoClock()
+		c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) { cfg.ReplicaID = "bot-a" })
+		if err := c.HandleMessage(context.Background(), &recPoster{clock: clock}, msg("e1", "hi")); err != nil {
+			t.Fatal(err)
+		}
+		waitIdle(t, c, testThread)
+		want := claimed
+		if withMessage {
+			want = granted
+		}
+		mu.Lock()
+		if len(released) != 1 || !released[0].Held.Equal(want) {
+			t.Errorf("granted with the message %v: releases %+v, want one naming the hold that ends %v", withMessage, released, want)
+		}
+		mu.Unlock()
+	}
+}

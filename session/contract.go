@@ -427,6 +427,19 @@ type ClaimWatchRequest struct {
 	// Release gives the lease up at once (the watcher is done), so another
 	// replica need not wait for it to run out.
 	Release bool `json:"release,omitempty"`
+	// Held, with Release, is the end of the hold being given up as the
+	// workflow granted it (ClaimWatchResponse.Until). A release whose hold
+	// was renewed since — a message of the same replica granted the lease
+	// again while the release was on its way, or the release arrived after
+	// its call had timed out — is refused (ErrTypeStaleRelease) rather than
+	// clearing a lease the replica holds for its next turn: the soak's
+	// debug logs showed a turn with no holder right after its message was
+	// granted the lease, which a scanning replica then drew. Zero releases
+	// whatever this claimer holds, as before. Unsigned, like
+	// MessageRequest.Watch: it can only make a release refuse, and a
+	// worker of an earlier build, which ignores it, still verifies the
+	// fields it signs.
+	Held time.Time `json:"held,omitzero"`
 	// Auth is the bot's signature (see Signature).
 	Auth Signature `json:"auth,omitzero"`
 }
@@ -452,6 +465,11 @@ func (r *ClaimWatchResponse) GrantedTo(claimer string) bool {
 // a watch claim while another replica's lease runs: a rejected update
 // leaves no trace in the history, so standby replicas may ask often.
 const ErrTypeWatchLeaseHeld = "WatchLeaseHeld"
+
+// ErrTypeStaleRelease is the error type with which the workflow rejects a
+// release of a hold that was renewed or ended since (ClaimWatchRequest.Held):
+// nothing to give up, and nothing written to the history.
+const ErrTypeStaleRelease = "StaleWatchRelease"
 
 // Watch lease bounds.
 const (

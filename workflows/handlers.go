@@ -302,6 +302,11 @@ func (s *sessionRun) validateClaimWatch(ctx workflow.Context, req session.ClaimW
 		return fmt.Errorf("claim_watch needs the claiming bot replica's ID")
 	}
 	if req.Release {
+		if w := s.st.Watch; !req.Held.IsZero() && (w.Holder != req.Claimer || !w.Until.Equal(req.Held)) {
+			// A validator, not the handler: no replay effect, no history.
+			return temporal.NewApplicationError(fmt.Sprintf("this release is of a hold that ended at %s; the lease is held by %q until %s",
+				req.Held.Format(time.RFC3339Nano), w.Holder, w.Until.Format(time.RFC3339Nano)), session.ErrTypeStaleRelease)
+		}
 		return nil
 	}
 	if req.For < session.WatchLeaseMin || req.For > session.WatchLeaseMax {

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -379,5 +380,63 @@ func TestWatchLeaseWithTheMessage(t *testing.T) {
 	}
 	if mid.Watcher != "bot-a" {
 		t.Errorf("turn state names watcher %q, want bot-a", mid.Watcher)
+	}
+}
+
+// A release names the hold it gives up (ClaimWatchRequest.Held). One whose
+// hold was renewed since — the same replica's next message granted the
+// lease again while the release was on its way — is refused, and the
+// lease stays with the replica that is about to draw the next turn; the
+// release of the current hold, or one naming no hold (a bot of an earlier
+// build), clears it. Without the check the stale release cleared the
+// renewed lease, and a scanning replica drew the turn beside its sender.
+func TestStaleReleaseKeepsARenewedLease(t *testing.T) {
+	h := newHarness(t, final("one"), final("two"))
+	var grants []time.Time
+	send := func(id string) {
+		h.update(session.UpdateSendMessage, session.MessageRequest{EventID: id, User: owner, Text: "hi", Watch: &session.WatchClaim{Claimer: "bot-a", For: 15 * time.Second}}, func(v any, err error) {
+			if err != nil {
+				t.Errorf("message %s refused: %v", id, err)
+				return
+			}
+			if w := v.(session.MessageResponse).Watch; w != nil && w.Granted {
+				grants = append(grants, w.Until)
+			}
+		})
+	}
+	var errs []error
+	release := func(held func() time.Time) func() {
+		return func() {
+			h.update(session.UpdateClaimWatch, session.ClaimWatchRequest{Claimer: "bot-a", Release: true, Held: held()}, func(_ any, err error) { errs = append(errs, err) })
+		}
+	}
+	first := func() time.Time { return grants[0] }
+	second := func() time.Time { return grants[1] }
+	none := func() time.Time { return time.Time{} }
+	var watchers []string
+	look := func() { watchers = append(watchers, h.state().Watcher) }
+	h.at(0, func() { send("e1") })
+	h.at(time.Second, func() { send("e2") }) // renews bot-a's lease
+	h.at(2*time.Second, release(first))      // stale: refused
+	h.at(3*time.Second, look)
+	h.at(4*time.Second, release(second)) // the current hold: cleared
+	h.at(5*time.Second, look)
+	h.at(6*time.Second, func() {
+		h.update(session.UpdateClaimWatch, session.ClaimWatchRequest{Claimer: "bot-a", For: 15 * time.Second}, nil)
+	})
+	h.at(7*time.Second, release(none)) // an earlier build's release: cleared
+	h.at(8*time.Second, look)
+	h.destroyAt(time.Hour)
+	h.run(h.input(session.ApproveNever))
+
+	if len(grants) != 2 || !grants[1].After(grants[0]) {
+		t.Fatalf("grants %v, want two, the second later", grants)
+	}
+	var appErr *temporal.ApplicationError
+	if len(errs) != 3 || !errors.As(errs[0], &appErr) || appErr.Type() != session.ErrTypeStaleRelease || errs[1] != nil || errs[2] != nil {
+		t.Fatalf("releases answered %v, want the stale one refused (%s), the others taken", errs, session.ErrTypeStaleRelease)
+	}
+	if want := []string{"bot-a", "", ""}; !slices.Equal(watchers, want) {
+		t.Errorf("watchers after each release %q, want %q", watchers, want)
 	}
 }
