@@ -105,6 +105,15 @@ func decode(t testing.TB, p *commonpb.Payloads, v any) {
 	}
 }
 
+// refusingFrontend answers every update with the workflow's refusal of
+// the given error type.
+func refusingFrontend(msg, errType string) *frontend {
+	return &frontend{outcome: &updatepb.Outcome{Value: &updatepb.Outcome_Failure{Failure: &failurepb.Failure{
+		Message:     msg,
+		FailureInfo: &failurepb.Failure_ApplicationFailureInfo{ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: errType}},
+	}}}}
+}
+
 // startFrontend serves f on a loopback port and returns a real client.
 func startFrontend(t *testing.T, f *frontend) client.Client {
 	t.Helper()
@@ -216,11 +225,7 @@ func TestTemporalValidatorRejectionIsUserError(t *testing.T) {
 // ErrTypeClickDecided; Approve reports it as the success it is, and still
 // sends the click's ID.
 func TestTemporalCopyOfADecidingClickIsARepeat(t *testing.T) {
-	f := &frontend{}
-	f.outcome = &updatepb.Outcome{Value: &updatepb.Outcome_Failure{Failure: &failurepb.Failure{
-		Message:     "this click decided the call already",
-		FailureInfo: &failurepb.Failure_ApplicationFailureInfo{ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: session.ErrTypeClickDecided}},
-	}}}
+	f := refusingFrontend("this click decided the call already", session.ErrTypeClickDecided)
 	s := chat.NewTemporalSessions(startFrontend(t, f), chat.TemporalOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -236,11 +241,7 @@ func TestTemporalCopyOfADecidingClickIsARepeat(t *testing.T) {
 // A release the workflow refuses as stale (its hold was renewed since)
 // has nothing to give up: no error, and the update carries the hold.
 func TestTemporalStaleReleaseIsNoError(t *testing.T) {
-	f := &frontend{}
-	f.outcome = &updatepb.Outcome{Value: &updatepb.Outcome_Failure{Failure: &failurepb.Failure{
-		Message:     "this release is of a hold that ended earlier",
-		FailureInfo: &failurepb.Failure_ApplicationFailureInfo{ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: session.ErrTypeStaleRelease}},
-	}}}
+	f := refusingFrontend("this release is of a hold that ended earlier", session.ErrTypeStaleRelease)
 	s := chat.NewTemporalSessions(startFrontend(t, f), chat.TemporalOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

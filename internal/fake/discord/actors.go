@@ -39,12 +39,9 @@ func (s *Server) UserMessage(channelID string, from Member, content string) (Mes
 			m.Mentions = append(m.Mentions, User{ID: sm[1], Username: "user" + sm[1]})
 		}
 	}
-	s.storeMessage(m)
-	wire := m.wire()
-	cc := *c
-	out := m.clone()
+	out, dispatch := s.postLocked(m, c)
 	s.mu.Unlock()
-	s.gw.dispatchMessage("MESSAGE_CREATE", wire, &cc, true)
+	dispatch()
 	return out, nil
 }
 
@@ -60,13 +57,20 @@ func (s *Server) AppMessage(channelID string, from User, content string, embeds 
 	}
 	from.Bot = true
 	m := &Message{ID: s.newID(), ChannelID: c.ID, GuildID: c.GuildID, Author: from, Content: content, Embeds: embeds, Created: time.Now()}
+	out, dispatch := s.postLocked(m, c)
+	s.mu.Unlock()
+	dispatch()
+	return out, nil
+}
+
+// postLocked stores m, a user's or another app's new message in c, and
+// returns the stored copy and the MESSAGE_CREATE dispatch to make once
+// s.mu is released. Callers hold s.mu.
+func (s *Server) postLocked(m *Message, c *Channel) (Message, func()) {
 	s.storeMessage(m)
 	wire := m.wire()
 	cc := *c
-	out := m.clone()
-	s.mu.Unlock()
-	s.gw.dispatchMessage("MESSAGE_CREATE", wire, &cc, true)
-	return out, nil
+	return m.clone(), func() { s.gw.dispatchMessage("MESSAGE_CREATE", wire, &cc, true) }
 }
 
 // CommandOption is an option value of a slash command invocation.

@@ -47,12 +47,9 @@ func (s *Server) UserMessageWithFiles(channelID string, from Member, content str
 		}
 		m.Attachments = append(m.Attachments, a)
 	}
-	s.storeMessage(m)
-	wire := m.wire()
-	cc := *c
-	out := m.clone()
+	out, dispatch := s.postLocked(m, c)
 	s.mu.Unlock()
-	s.gw.dispatchMessage("MESSAGE_CREATE", wire, &cc, true)
+	dispatch()
 	return out, nil
 }
 
