@@ -367,18 +367,31 @@ func TestRedeliveredMessageGrantsNoLeaseToItsSecondSender(t *testing.T) {
 		first  = map[string]session.MessageResponse{}
 	)
 	// The turn runs for the first 40 polls (of either replica), so both
-	// see it running.
+	// see it running; once it is done, the answer's record shows in the
+	// turn state as the session's would, which is what ends the standby
+	// replica's watch. (Without it the standby polled on until the
+	// holder's release, every poll a virtual wait, and when the holder's
+	// goroutine was slow to run it used up the test clock's waits: 4 of
+	// 300 runs hung.)
 	polls := 0
+	var f *chattest.Sessions
 	turnState := func(string) (session.TurnState, error) {
 		mu.Lock()
-		defer mu.Unlock()
 		polls++
-		if polls <= 40 {
+		n := polls
+		mu.Unlock()
+		if n <= 40 {
 			return running(5, 10, "ls"), nil
 		}
-		return done(5, 12, "five"), nil
+		ts := done(5, 12, "five")
+		for _, r := range f.Refs() {
+			if r.Kind == "final" && r.Turn == 5 {
+				ts.FinalRef = r.Ref
+			}
+		}
+		return ts, nil
 	}
-	f := &chattest.Sessions{
+	f = &chattest.Sessions{
 		SendFn: func(_ session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
 			mu.Lock()
 			defer mu.Unlock()
