@@ -56,6 +56,9 @@ func (ws *watchers) watchHeld(p Poster, th Thread, turn int, fresh bool, asked, 
 	}
 	if w := ws.m[id]; w != nil {
 		w.raise(turn, fresh)
+		if !asked.IsZero() {
+			w.renewedWith(granted)
+		}
 		w.poke()
 		return
 	}

@@ -80,6 +80,10 @@ type watcher struct {
 	mu    sync.Mutex
 	upto  int // highest turn asked for
 	fresh int // lowest turn a new (not redelivered) message asked for; 0: none
+	// renewed is the latest hold this replica was granted with a message
+	// while this watcher ran (the message renews the watcher's lease), so
+	// its release names the hold the workflow keeps (see releaseLease).
+	renewed time.Time
 
 	approvers string // who may approve, fetched once
 	// approverUsers are the people approvers names, for a Notifier.
@@ -130,6 +134,16 @@ func (w *watcher) raise(turn int, fresh bool) {
 	w.upto = max(w.upto, turn)
 	if fresh && (w.fresh == 0 || turn < w.fresh) {
 		w.fresh = turn
+	}
+}
+
+// renewedWith records a hold granted to this replica with a message
+// while the watcher runs.
+func (w *watcher) renewedWith(granted time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if granted.After(w.renewed) {
+		w.renewed = granted
 	}
 }
 
@@ -268,7 +282,17 @@ func (w *watcher) releaseLease(ctx context.Context) {
 		end = w.until
 	}
 	w.cfg.Ends.ended(w.id, end)
-	if _, err := w.feed.ClaimWatch(cctx, w.id, session.ClaimWatchRequest{Claimer: w.cfg.ReplicaID, Release: true, Held: w.granted}); err != nil {
+	// The later of this watcher's own grants and a message's: both were
+	// granted to this replica, and the later is the hold the workflow
+	// keeps. Naming an earlier one, the release would be refused as stale
+	// and the lease left to run out with nobody watching.
+	held := w.granted
+	w.mu.Lock()
+	if w.renewed.After(held) {
+		held = w.renewed
+	}
+	w.mu.Unlock()
+	if _, err := w.feed.ClaimWatch(cctx, w.id, session.ClaimWatchRequest{Claimer: w.cfg.ReplicaID, Release: true, Held: held}); err != nil {
 		w.log.Warn("watcher: release watch lease", "err", err)
 	}
 	w.held = false

@@ -505,3 +505,59 @@ func TestReleaseNamesTheHoldItGivesUp(t *testing.T) {
 		mu.Unlock()
 	}
 }
+
+// A message this replica sends while its watcher runs renews the lease
+// (the workflow grants it with the message): the watcher's release then
+// names that renewed hold, not its own older grant, which the workflow
+// would refuse as stale and leave the lease to run out with nobody
+// watching.
+func TestReleaseNamesAHoldRenewedByAMessage(t *testing.T) {
+	first := time.Date(2025, 1, 2, 3, 4, 20, 0, time.UTC)
+	second := first.Add(3 * time.Second)
+	var mu sync.Mutex
+	grants := []time.Time{first, second}
+	var released []session.ClaimWatchRequest
+	sent := make(chan struct{})
+	s := &script{states: []session.TurnState{running(1, 1, "ls"), done(1, 2, "one"), running(2, 3, "make"), done(2, 4, "two")}}
+	f := &chattest.Sessions{
+		SendFn: func(_ session.SessionInput, req session.MessageRequest) (session.MessageResponse, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			until := grants[0]
+			grants = grants[1:]
+			return session.MessageResponse{Turn: 2 - len(grants), Watch: &session.ClaimWatchResponse{Granted: true, Holder: req.Watch.Claimer, Until: until}}, nil
+		},
+		TurnStateFn: func(id string) (session.TurnState, error) {
+			<-sent // the second message is sent while the first turn's watcher runs
+			return s.next(id)
+		},
+		WatchFn: func(_ string, req session.ClaimWatchRequest) (session.ClaimWatchResponse, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if req.Release {
+				released = append(released, req)
+				return session.ClaimWatchResponse{}, nil
+			}
+			return session.ClaimWatchResponse{Granted: true, Holder: req.Claimer, Until: first}, nil
+		},
+	}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) { cfg.ReplicaID = "bot-a" })
+	p := &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg("e1", "one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HandleMessage(context.Background(), p, msg("e2", "two")); err != nil {
+		t.Fatal(err)
+	}
+	close(sent)
+	waitIdle(t, c, testThread)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(released) != 1 || !released[0].Held.Equal(second) {
+		t.Errorf("releases %+v, want one naming the hold the second message renewed (%v)", released, second)
+	}
+	if got := texts(p); len(got) != 2 {
+		t.Errorf("answers %q, want both turns'", got)
+	}
+}
