@@ -10,6 +10,8 @@ import (
 // what config hands them and own their defaults (a zero value takes them;
 // the registry documents them, pinned by a test of internal/botapp).
 const (
+	// maxDiscordRequestsPerSecond: Discord's global limit per bot token.
+	maxDiscordRequestsPerSecond = 50
 	// minSlackEditInterval: Slack throttles faster edits of one message.
 	minSlackEditInterval = 100 * time.Millisecond
 	// maxSlackUpdateBudget bounds chat.update calls a minute; Slack's Tier 3
@@ -211,6 +213,14 @@ var chatVars = []Var{
 		check: whenDiscord(func(c *Config, p *probs) {
 			if d := c.Discord.EditInterval; d < 0 || (d > 0 && d < minDiscordEditInterval) {
 				p.add("%s is too fast; use %s or more (Discord allows about 5 edits per 5 s per channel)", d, minDiscordEditInterval)
+			}
+		})},
+	{Name: "SANDBOT_DISCORD_REQUESTS_PER_SECOND", DefaultDoc: "24", Readers: bot,
+		Doc:   "REST requests a second this bot replica sends to Discord, interaction answers excepted; Discord allows 50 a second per bot token, shared by every replica, and one replica may send one more than this in a second, so set 50/N−1 for N replicas",
+		field: func(c *Config) any { return &c.Discord.RequestsPerSecond },
+		check: whenDiscord(func(c *Config, p *probs) {
+			if n := c.Discord.RequestsPerSecond; n < 0 || n > maxDiscordRequestsPerSecond {
+				p.add("is %d; use 1 to %d (Discord's limit per bot token, shared by every replica: 24 suits two)", n, maxDiscordRequestsPerSecond)
 			}
 		})},
 	{Name: "SANDBOT_DISCORD_API_BASE", Readers: all,

@@ -292,7 +292,10 @@ type Discord struct {
 	ApproverRoles   []string
 	MessageContent  bool
 	EditInterval    time.Duration
-	APIBase         string
+	// RequestsPerSecond paces this replica's Discord REST requests
+	// (discord.Config.RequestsPerSecond).
+	RequestsPerSecond int
+	APIBase           string
 }
 
 // Dev configures cmd/dev's embedded Temporal server.

@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
+	"golang.org/x/time/rate"
 
 	"github.com/sandbot/sandbot/chat"
 	"github.com/sandbot/sandbot/chat/internal/lru"
@@ -139,7 +141,8 @@ func (rw *rewriter) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // httpClient is the REST client: cfg.HTTPClient (or a default) with every
-// request counted (see meter) and, with APIBase set, sent there.
+// request paced (see globalPacer) and counted (see meter) and, with
+// APIBase set, sent there.
 func httpClient(cfg Config) *http.Client {
 	c := cfg.HTTPClient
 	if c == nil {
@@ -151,7 +154,43 @@ func httpClient(cfg Config) *http.Client {
 		cc.Transport = &rewriter{target: u, base: cc.Transport}
 	}
 	cc.Transport = meter{base: cc.Transport}
+	if cfg.RequestsPerSecond > 0 {
+		cc.Transport = globalPacer{base: cc.Transport, lim: rate.NewLimiter(rate.Limit(cfg.RequestsPerSecond), 1)}
+	}
 	return &cc
+}
+
+// globalPacer spaces the requests that count against Discord's global
+// limit per bot (Config.RequestsPerSecond) before they leave: discordgo
+// paces each route by its bucket's headers, but learns of the global
+// limit only from a 429, and the replicas on one token share it. Interaction
+// callbacks and webhook calls (follow-ups, edits of interaction answers)
+// are exempt, as Discord exempts them, so a click is never acknowledged
+// late for the pace of card edits. A burst of 1: in any second one
+// replica sends at most its rate plus one.
+type globalPacer struct {
+	base http.RoundTripper
+	lim  *rate.Limiter
+}
+
+func (g globalPacer) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !globalExempt(req.URL.Path) {
+		if err := g.lim.Wait(req.Context()); err != nil {
+			return nil, fmt.Errorf("discord: pacing under the global rate limit: %w", err)
+		}
+	}
+	base := g.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(req)
+}
+
+// globalExempt reports whether a REST path is outside Discord's global
+// rate limit: interaction callbacks (/interactions/{id}/{token}/callback)
+// and webhooks, interaction follow-ups included (/webhooks/{app}/{token}).
+func globalExempt(path string) bool {
+	return strings.Contains(path, "/interactions/") || strings.Contains(path, "/webhooks/")
 }
 
 // Ready is closed once Run has connected, registered the commands and

@@ -21,6 +21,11 @@ const (
 	DefaultTakeoverWait        = 5 * time.Second
 	DefaultMaxAnswerParts      = 4
 	DefaultThreadAutoArchive   = 1440 // minutes
+	// DefaultRequestsPerSecond paces a replica's REST requests so that two
+	// replicas on one token stay within Discord's 50 a second per bot.
+	DefaultRequestsPerSecond = 24
+	// MaxRequestsPerSecond is Discord's global limit per bot token.
+	MaxRequestsPerSecond = 50
 )
 
 // Config configures the Discord adapter. The bot's assembly fills it from
@@ -92,6 +97,17 @@ type Config struct {
 	Backends     []string
 	ListBackends func(ctx context.Context) ([]string, error)
 
+	// RequestsPerSecond paces this replica's REST requests (default 24,
+	// at most 50), interaction answers and webhook calls excepted: Discord
+	// answers a bot past 50 requests a second with 429s, counts each
+	// against the token (10,000 in 10 minutes get its IP banned), and
+	// every replica on the token shares that budget, while discordgo
+	// only backs off after a global 429. In any second a replica sends at
+	// most RequestsPerSecond+1, so give each of N replicas 50/N−1 (24 for
+	// two). The chaos suite's load mode (200 sessions, two replicas)
+	// counted 990 requests over the global limit without it.
+	RequestsPerSecond int
+
 	// APIBase sends all Discord REST traffic to this base URL instead of
 	// https://discord.com, for the in-project fake. The gateway URL then
 	// comes from that server too.
@@ -120,6 +136,9 @@ func (c Config) withDefaults() Config {
 	if c.ThreadAutoArchive == 0 {
 		c.ThreadAutoArchive = DefaultThreadAutoArchive
 	}
+	if c.RequestsPerSecond == 0 {
+		c.RequestsPerSecond = DefaultRequestsPerSecond
+	}
 	return c
 }
 
@@ -145,6 +164,9 @@ func (c Config) Validate() error {
 	}
 	if c.InteractionTokenTTL < 0 || c.InteractionTokenTTL > DefaultInteractionTokenTTL {
 		bad("InteractionTokenTTL %v must be between 0 and %v (Discord's token lifetime)", c.InteractionTokenTTL, DefaultInteractionTokenTTL)
+	}
+	if c.RequestsPerSecond < 0 || c.RequestsPerSecond > MaxRequestsPerSecond {
+		bad("RequestsPerSecond %d must be between 1 and %d (Discord's limit per bot; zero means the default)", c.RequestsPerSecond, MaxRequestsPerSecond)
 	}
 	if c.MaxAnswerParts < 0 || c.MaxAnswerParts > 10 {
 		bad("MaxAnswerParts %d must be between 1 and 10", c.MaxAnswerParts)

@@ -44,6 +44,8 @@ func config(f *fakediscord.Server) discord.Config {
 		APIBase:              f.URL(),
 		Backends:             []string{"local", "docker"},
 		ApproverRoles:        []string{approverRole},
+		// Discord's whole global budget: one replica per test.
+		RequestsPerSecond: discord.MaxRequestsPerSecond,
 	}
 }
 

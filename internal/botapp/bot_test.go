@@ -30,10 +30,11 @@ func TestDocumentedDefaultsAreTheAdapters(t *testing.T) {
 		}
 	}
 	texts := map[string]string{
-		"SANDBOT_SLACK_UPDATE_BUDGET":    strconv.Itoa(slack.DefaultUpdateBudgetPerMinute),
-		"SANDBOT_SLACK_UPLOAD_THRESHOLD": strconv.Itoa(slack.DefaultFileUploadThreshold),
-		"SANDBOT_SLACK_LISTEN_ADDR":      slack.DefaultListenAddr,
-		"SANDBOT_SLACK_MODE":             string(slack.ModeSocket),
+		"SANDBOT_SLACK_UPDATE_BUDGET":         strconv.Itoa(slack.DefaultUpdateBudgetPerMinute),
+		"SANDBOT_SLACK_UPLOAD_THRESHOLD":      strconv.Itoa(slack.DefaultFileUploadThreshold),
+		"SANDBOT_SLACK_LISTEN_ADDR":           slack.DefaultListenAddr,
+		"SANDBOT_SLACK_MODE":                  string(slack.ModeSocket),
+		"SANDBOT_DISCORD_REQUESTS_PER_SECOND": strconv.Itoa(discord.DefaultRequestsPerSecond),
 	}
 	for name, want := range texts {
 		if v, _ := config.Lookup(name); v.Documented() != want {

@@ -36,7 +36,7 @@ func discordConfig(cfg *config.Config, c client.Client) discord.Config {
 		AllowedGuilds: d.AllowedGuilds, AllowedChannels: d.AllowedChannels,
 		AllowedUsers: d.AllowedUsers, AllowedRoles: d.AllowedRoles,
 		ApproverRoles: d.ApproverRoles, MessageContentIntent: d.MessageContent,
-		EditInterval: d.EditInterval, APIBase: d.APIBase,
+		EditInterval: d.EditInterval, APIBase: d.APIBase, RequestsPerSecond: d.RequestsPerSecond,
 		Backends: cfg.Backends(),
 		ListBackends: func(ctx context.Context) ([]string, error) {
 			return ServedBackends(ctx, c, cfg.Temporal.TaskQueue, cfg.Backends())
