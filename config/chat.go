@@ -215,12 +215,12 @@ var chatVars = []Var{
 				p.add("%s is too fast; use %s or more (Discord allows about 5 edits per 5 s per channel)", d, minDiscordEditInterval)
 			}
 		})},
-	{Name: "SANDBOT_DISCORD_REQUESTS_PER_SECOND", DefaultDoc: "24", Readers: bot,
-		Doc:   "REST requests a second this bot replica sends to Discord, interaction answers excepted; Discord allows 50 a second per bot token, shared by every replica, and one replica may send one more than this in a second, so set 50/N−1 for N replicas",
+	{Name: "SANDBOT_DISCORD_REQUESTS_PER_SECOND", DefaultDoc: "20", Readers: bot,
+		Doc:   "REST requests a second this bot replica sends to Discord, interaction answers excepted; Discord allows 50 a second per bot token, shared by every replica, so give each of N replicas about 40/N (20 for two)",
 		field: func(c *Config) any { return &c.Discord.RequestsPerSecond },
 		check: whenDiscord(func(c *Config, p *probs) {
 			if n := c.Discord.RequestsPerSecond; n < 0 || n > maxDiscordRequestsPerSecond {
-				p.add("is %d; use 1 to %d (Discord's limit per bot token, shared by every replica: 24 suits two)", n, maxDiscordRequestsPerSecond)
+				p.add("is %d; use 1 to %d (Discord's limit per bot token, shared by every replica: about 40/N for N replicas)", n, maxDiscordRequestsPerSecond)
 			}
 		})},
 	{Name: "SANDBOT_DISCORD_API_BASE", Readers: all,

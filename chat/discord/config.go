@@ -22,8 +22,9 @@ const (
 	DefaultMaxAnswerParts      = 4
 	DefaultThreadAutoArchive   = 1440 // minutes
 	// DefaultRequestsPerSecond paces a replica's REST requests so that two
-	// replicas on one token stay within Discord's 50 a second per bot.
-	DefaultRequestsPerSecond = 24
+	// replicas on one token stay within Discord's 50 a second per bot,
+	// with room for requests that reach Discord bunched up.
+	DefaultRequestsPerSecond = 20
 	// MaxRequestsPerSecond is Discord's global limit per bot token.
 	MaxRequestsPerSecond = 50
 )
@@ -97,15 +98,17 @@ type Config struct {
 	Backends     []string
 	ListBackends func(ctx context.Context) ([]string, error)
 
-	// RequestsPerSecond paces this replica's REST requests (default 24,
+	// RequestsPerSecond paces this replica's REST requests (default 20,
 	// at most 50), interaction answers and webhook calls excepted: Discord
 	// answers a bot past 50 requests a second with 429s, counts each
 	// against the token (10,000 in 10 minutes get its IP banned), and
 	// every replica on the token shares that budget, while discordgo
 	// only backs off after a global 429. In any second a replica sends at
-	// most RequestsPerSecond+1, so give each of N replicas 50/N−1 (24 for
-	// two). The chaos suite's load mode (200 sessions, two replicas)
-	// counted 990 requests over the global limit without it.
+	// most RequestsPerSecond+1; give each of N replicas about 40/N (20
+	// for two: 42 a second at most together), leaving room for requests
+	// that leave evenly spaced and reach Discord bunched up. The chaos
+	// suite's load mode (200 sessions, two replicas) counted 990 requests
+	// over the global limit without the pace, and 1 with 24 a replica.
 	RequestsPerSecond int
 
 	// APIBase sends all Discord REST traffic to this base URL instead of
