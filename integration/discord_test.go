@@ -96,7 +96,10 @@ func TestDiscordMentionRunsTurnWithApproval(t *testing.T) {
 			}
 		}
 	}
-	if edits < 2 {
+	// At least once: the card was posted asking for approval, and the
+	// decision and the end were drawn on it. How many edits that took
+	// depends on the pace (intermediate cards are replaced, never queued).
+	if edits < 1 {
 		t.Fatalf("status message edited %d times; want it edited in place as the turn advanced", edits)
 	}
 }
