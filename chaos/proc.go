@@ -236,17 +236,15 @@ func (p *proc) debugAddr() string {
 
 var debugAddrLine = regexp.MustCompile(`msg="debug profiles" addr=(\S+)`)
 
-// saveProfiles writes the running process's live heap (after a
-// collection: heap?gc=1) and goroutine profiles to dir as
-// <name>-<tag>.heap and <name>-<tag>.goroutine, and returns its goroutine
-// count (-1 if it could not be read).
-func (p *proc) saveProfiles(dir, tag string) (int, error) {
+// debugGetter returns a GET of a path on the running process's debug
+// listener (its body; an error for any status but 200).
+func (p *proc) debugGetter() (func(path string) ([]byte, error), error) {
 	addr := p.debugAddr()
 	if addr == "" {
-		return -1, fmt.Errorf("%s: no debug address in its log", p.name)
+		return nil, fmt.Errorf("%s: no debug address in its log", p.name)
 	}
 	hc := http.Client{Timeout: 60 * time.Second}
-	get := func(path string) ([]byte, error) {
+	return func(path string) ([]byte, error) {
 		resp, err := hc.Get("http://" + addr + path)
 		if err != nil {
 			return nil, err
@@ -257,6 +255,17 @@ func (p *proc) saveProfiles(dir, tag string) (int, error) {
 			err = fmt.Errorf("%s: %s", path, resp.Status)
 		}
 		return b, err
+	}, nil
+}
+
+// saveProfiles writes the running process's live heap (after a
+// collection: heap?gc=1) and goroutine profiles to dir as
+// <name>-<tag>.heap and <name>-<tag>.goroutine, and returns its goroutine
+// count (-1 if it could not be read).
+func (p *proc) saveProfiles(dir, tag string) (int, error) {
+	get, err := p.debugGetter()
+	if err != nil {
+		return -1, err
 	}
 	// The runtime's own account first (the text form ends with
 	// runtime.MemStats: HeapSys, HeapIdle, HeapReleased, stacks), before
@@ -294,25 +303,16 @@ func (p *proc) saveProfiles(dir, tag string) (int, error) {
 // account (heap?debug=1), which holds little but live objects right after
 // it.
 func (p *proc) liveHeap() (int64, error) {
-	addr := p.debugAddr()
-	if addr == "" {
-		return 0, fmt.Errorf("%s: no debug address in its log", p.name)
+	get, err := p.debugGetter()
+	if err != nil {
+		return 0, err
 	}
-	hc := http.Client{Timeout: 60 * time.Second}
-	var text []byte
-	for _, path := range []string{"/debug/pprof/heap?gc=1", "/debug/pprof/heap?debug=1"} {
-		resp, err := hc.Get("http://" + addr + path)
-		if err != nil {
-			return 0, err
-		}
-		text, err = io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err == nil && resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("%s: %s", path, resp.Status)
-		}
-		if err != nil {
-			return 0, err
-		}
+	if _, err := get("/debug/pprof/heap?gc=1"); err != nil {
+		return 0, err
+	}
+	text, err := get("/debug/pprof/heap?debug=1")
+	if err != nil {
+		return 0, err
 	}
 	m := heapAllocLine.FindSubmatch(text)
 	if m == nil {

@@ -45,8 +45,10 @@ func (ws *watchers) watch(p Poster, th Thread, turn int, fresh bool) {
 // watchHeld is watch by a replica that was granted the session's watch
 // lease with the message that asked for turn (asked is when it asked, so
 // its view of the lease never outlasts the workflow's; zero: not granted;
-// granted is the hold's end as the workflow granted it). A new watcher starts out holding it instead of claiming it again; a
-// running one keeps its own view and renews on its schedule.
+// granted is the hold's end as the workflow granted it). A new watcher
+// starts out holding it instead of claiming it again; a running one keeps
+// its own view and renews on its schedule, and names the message's grant
+// when it releases.
 func (ws *watchers) watchHeld(p Poster, th Thread, turn int, fresh bool, asked, granted time.Time) {
 	id := th.ID()
 	ws.mu.Lock()

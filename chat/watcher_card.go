@@ -3,7 +3,6 @@ package chat
 import (
 	"context"
 
-	"github.com/sandbot/sandbot/chat/internal/pace"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -193,11 +192,7 @@ func (w *watcher) adopt(v *view, ref string) {
 		v.pending = v.shown
 	}
 	v.ref, v.shown = ref, nil
-	b := w.cfg.Budget
-	v.pace = pace.NewSpentBucket(b.MinEditInterval, b.EditBurst, w.cfg.Clock.Now())
-	if tp, ok := w.p.(TakeoverPacer); ok {
-		tp.TookOver(w.th, ref)
-	}
+	w.paceTakenOver(v)
 }
 
 // dropCard takes ref, a status card of turn that is not the turn's card,

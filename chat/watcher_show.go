@@ -46,12 +46,20 @@ func (w *watcher) newView(ts session.TurnState) *view {
 		// (the chaos suite saw a takeover edit 0.1 s after the old
 		// holder's paced edit). Start with the burst spent, here and in
 		// an adapter that paces messages itself.
-		v.pace = pace.NewSpentBucket(b.MinEditInterval, b.EditBurst, w.cfg.Clock.Now())
-		if tp, ok := w.p.(TakeoverPacer); ok {
-			tp.TookOver(w.th, v.ref)
-		}
+		w.paceTakenOver(v)
 	}
 	return v
+}
+
+// paceTakenOver paces v's card as a message another replica may have just
+// edited: v's burst spent from now, and an adapter that paces messages
+// itself told (TakeoverPacer).
+func (w *watcher) paceTakenOver(v *view) {
+	b := w.cfg.Budget
+	v.pace = pace.NewSpentBucket(b.MinEditInterval, b.EditBurst, w.cfg.Clock.Now())
+	if tp, ok := w.p.(TakeoverPacer); ok {
+		tp.TookOver(w.th, v.ref)
+	}
 }
 
 // rejoin makes v, drawn under an earlier hold of the watch lease, go on
@@ -67,13 +75,8 @@ func (w *watcher) rejoin(v *view) {
 		return
 	}
 	v.hold = w.holds
-	if v.ref == "" {
-		return
-	}
-	b := w.cfg.Budget
-	v.pace = pace.NewSpentBucket(b.MinEditInterval, b.EditBurst, w.cfg.Clock.Now())
-	if tp, ok := w.p.(TakeoverPacer); ok {
-		tp.TookOver(w.th, v.ref)
+	if v.ref != "" {
+		w.paceTakenOver(v)
 	}
 }
 
