@@ -87,6 +87,14 @@ const transcriptCacheBytes = 64 << 20
 // call that asks for an older one reads its chain from the store.
 const transcriptsPerSession = 2
 
+// transcriptIdle is how long a transcript stays cached unused. A session's
+// model calls follow each other within seconds during a turn, and its next
+// turn is usually minutes or days away; a transcript kept past that only
+// holds memory (the soak's idle forks each kept up to a megabyte or two,
+// and the worker's live heap grew with their count until the byte bound
+// above). One that is needed again is read from the store.
+const transcriptIdle = 10 * time.Minute
+
 // Headers of the types a cached transcript holds, for footprint.
 var (
 	messageHeader  = int(unsafe.Sizeof(session.Message{}))
@@ -154,6 +162,8 @@ type transcripts struct {
 	bySession map[string][]string
 	// max is the bound in bytes (0: transcriptCacheBytes); tests lower it.
 	max int
+	// now is the clock of idle expiry (nil: time.Now); tests set it.
+	now func() time.Time
 }
 
 type cached struct {
@@ -161,7 +171,8 @@ type cached struct {
 	session string
 	depth   int
 	msgs    []session.Message
-	size    int // footprint(msgs)
+	size    int       // footprint(msgs)
+	used    time.Time // last put or got (t.mu)
 }
 
 // footprint is the memory a cached transcript holds: its message headers,
@@ -193,8 +204,30 @@ func (t *transcripts) get(digest string) (*cached, bool) {
 	if !ok {
 		return nil, false
 	}
+	c := e.Value.(*cached)
+	now := t.clock()
+	if now.Sub(c.used) > transcriptIdle {
+		t.expire(now)
+		return nil, false
+	}
+	c.used = now
 	t.lru.MoveToFront(e)
-	return e.Value.(*cached), true
+	return c, true
+}
+
+func (t *transcripts) clock() time.Time {
+	if t.now != nil {
+		return t.now()
+	}
+	return time.Now()
+}
+
+// expire evicts the transcripts unused for longer than transcriptIdle,
+// least recently used first (t.mu held).
+func (t *transcripts) expire(now time.Time) {
+	for e := t.lru.Back(); e != nil && now.Sub(e.Value.(*cached).used) > transcriptIdle; e = t.lru.Back() {
+		t.evict(e)
+	}
 }
 
 // whole reports whether the cached transcript digest was written as one
@@ -205,22 +238,28 @@ func (t *transcripts) whole(digest string) bool {
 }
 
 // put caches c (a transcript already cached is only marked used), then
-// evicts the session's transcripts beyond transcriptsPerSession, oldest
-// first, and the least recently used of all while the total is over the
-// bound (the newest entry stays, even alone over it).
+// evicts the transcripts idle for longer than transcriptIdle, the
+// session's beyond transcriptsPerSession, oldest first, and the least
+// recently used of all while the total is over the bound (the newest
+// entry stays, even alone over it).
 func (t *transcripts) put(c *cached) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.by == nil {
 		t.by, t.lru, t.bySession = map[string]*list.Element{}, list.New(), map[string][]string{}
 	}
+	now := t.clock()
 	if e, ok := t.by[c.digest]; ok {
+		e.Value.(*cached).used = now
 		t.lru.MoveToFront(e)
+		t.expire(now)
 		return
 	}
+	c.used = now
 	t.by[c.digest] = t.lru.PushFront(c)
 	t.bytes += c.size
 	t.bySession[c.session] = append(t.bySession[c.session], c.digest)
+	t.expire(now)
 	for len(t.bySession[c.session]) > transcriptsPerSession {
 		t.evict(t.by[t.bySession[c.session][0]])
 	}

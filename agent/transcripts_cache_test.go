@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandbot/sandbot/session"
 )
@@ -120,5 +121,47 @@ func TestChunkJSONIsTheChunksEncoding(t *testing.T) {
 		if got := chunkJSON(c.Parent, c.Depth, body); string(got) != string(want) {
 			t.Errorf("chunkJSON = %s, want %s", got, want)
 		}
+	}
+}
+
+// A transcript unused for longer than transcriptIdle leaves the cache: the
+// soak's forks each ran a turn and went idle, and their transcripts (up
+// to a megabyte or two each) stayed until the byte bound, so the worker's
+// live heap grew with every fork. A session in use keeps its own.
+func TestTranscriptCacheForgetsIdleSessions(t *testing.T) {
+	now := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	c := transcripts{now: func() time.Time { return now }}
+	refs := map[string]TranscriptRef{}
+	bases := map[string]*cached{}
+	call := func(s string, i int) {
+		t.Helper()
+		ref, _, _, _, err := c.extend(nil, s, bases[s], 0, exchange(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.load(context.Background(), nil, s, ref)
+		if err != nil {
+			t.Fatalf("%s: the newest transcript is not cached: %v", s, err)
+		}
+		refs[s], bases[s] = ref, got
+	}
+	for i := range 5 {
+		call("fork", i) // a fork's one turn, then idle
+	}
+	for i := range 30 { // the parent goes on, a call a minute
+		call("parent", i)
+		now = now.Add(time.Minute)
+	}
+	if _, err := c.load(context.Background(), nil, "fork", refs["fork"]); err == nil {
+		t.Error("the idle fork's transcript is still cached after 30 minutes unused")
+	}
+	if _, ok := c.bySession["fork"]; ok || len(c.bySession) != 1 {
+		t.Errorf("the cache still records %d sessions (%v), want the parent's alone", len(c.bySession), c.bySession)
+	}
+	if want := bases["parent"].size; c.bytes < want || len(c.by) != transcriptsPerSession {
+		t.Errorf("holds %d transcripts, %d bytes: want the parent's newest %d", len(c.by), c.bytes, transcriptsPerSession)
+	}
+	if _, err := c.load(context.Background(), nil, "parent", refs["parent"]); err != nil {
+		t.Errorf("the parent's newest transcript, used a minute ago, was evicted: %v", err)
 	}
 }

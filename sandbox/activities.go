@@ -273,7 +273,7 @@ func (a *Activities) restore(ctx context.Context, b Backend, h Handle, key strin
 	defer r.Close()
 	br := bufio.NewReaderSize(r, 64<<10)
 	if head, _ := br.Peek(len(manifestMagic)); IsManifest(head) {
-		m, err := readManifest(ctx, a.Store, br)
+		m, err := readManifest(ctx, a.Store, key, br)
 		if err != nil {
 			return err
 		}

@@ -119,5 +119,5 @@ func readStoredManifest(ctx context.Context, store SnapshotStore, key string) (*
 	if head, _ := br.Peek(len(manifestMagic)); !IsManifest(head) {
 		return nil, nil
 	}
-	return readManifest(ctx, store, br)
+	return readManifest(ctx, store, key, br)
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"sync"
 
@@ -68,7 +69,11 @@ func storeManifest(ctx context.Context, w *objectWriter, key string, m *Manifest
 		return 0, err
 	}
 	m.stored = refs
-	return w.store.Put(ctx, key, &buf)
+	n, err := w.store.Put(ctx, key, &buf)
+	if err == nil {
+		partsCache.current(path.Dir(key), refs)
+	}
+	return n, err
 }
 
 // LoadManifest reads the manifest under key; a key holding a full tar
@@ -79,12 +84,13 @@ func LoadManifest(ctx context.Context, store SnapshotStore, key string) (*Manife
 		return nil, err
 	}
 	defer r.Close()
-	return readManifest(ctx, store, bufio.NewReader(r))
+	return readManifest(ctx, store, key, bufio.NewReader(r))
 }
 
-// readManifest reads a stored manifest's list from r and its parts from
-// the store (or the worker's cache of parts), a few at a time.
-func readManifest(ctx context.Context, store SnapshotStore, r io.Reader) (*Manifest, error) {
+// readManifest reads a stored manifest's list from r (stored under key)
+// and its parts from the store (or the worker's cache of parts), a few at
+// a time.
+func readManifest(ctx context.Context, store SnapshotStore, key string, r io.Reader) (*Manifest, error) {
 	refs, err := decodeList(r)
 	if err != nil {
 		return nil, err
@@ -125,6 +131,7 @@ func readManifest(ctx context.Context, store SnapshotStore, r io.Reader) (*Manif
 	if err := checkLinks(m.Entries); err != nil {
 		return nil, err
 	}
+	partsCache.current(path.Dir(key), refs)
 	return m, nil
 }
 
@@ -133,7 +140,19 @@ func readManifest(ctx context.Context, store SnapshotStore, r io.Reader) (*Manif
 // window on a manifest, so it keeps only itself. Parts never change (their hash
 // names them), so a worker that made or read a session's last manifest
 // reads the next one's unchanged parts from memory.
-var partsCache = newPartCache(64 << 10)
+//
+// A part the session's newer manifest no longer lists is dropped at once
+// (current), as the transcripts cache keeps only a session's newest
+// transcripts: every snapshot that changes a file makes a new part for it,
+// so without this one busy session filled the cache with parts no snapshot
+// reads again (the soak's workers held about 5 MB of them at turn 1,000,
+// still growing toward the bound).
+var partsCache = newPartCache(64<<10, maxPartOwners)
+
+// maxPartOwners bounds how many sessions' current parts the cache tracks;
+// past it the least recently used session's record is forgotten (its parts
+// stay, under the LRU bound, until they age out).
+const maxPartOwners = 1024
 
 type partCache struct {
 	mu      sync.Mutex
@@ -142,10 +161,27 @@ type partCache struct {
 	order   *list.List // front: most recent; values are string hashes
 	byHash  map[string]*list.Element
 	entries map[string][]ManifestEntry
+
+	// owners holds, per owner (a session's store prefix), the parts of the
+	// manifest this worker read or wrote last for it; uses counts the
+	// owners whose current manifest lists a part, which is dropped when
+	// that reaches zero (a fork shares its parent's parts).
+	maxOwners  int
+	owners     map[string]*list.Element // values are *partOwner
+	ownerOrder *list.List               // front: most recent
+	uses       map[string]int
 }
 
-func newPartCache(maxEntries int) *partCache {
-	return &partCache{max: maxEntries, order: list.New(), byHash: map[string]*list.Element{}, entries: map[string][]ManifestEntry{}}
+type partOwner struct {
+	name   string
+	hashes []string
+}
+
+func newPartCache(maxEntries, maxOwners int) *partCache {
+	return &partCache{
+		max: maxEntries, order: list.New(), byHash: map[string]*list.Element{}, entries: map[string][]ManifestEntry{},
+		maxOwners: maxOwners, owners: map[string]*list.Element{}, ownerOrder: list.New(), uses: map[string]int{},
+	}
 }
 
 // get returns a part; callers must not modify it.
@@ -170,13 +206,71 @@ func (c *partCache) put(h string, p []ManifestEntry) {
 	c.entries[h] = p
 	c.held += len(p)
 	for c.held > c.max {
-		old := c.order.Back()
-		oh := old.Value.(string)
-		c.order.Remove(old)
-		c.held -= len(c.entries[oh])
-		delete(c.byHash, oh)
-		delete(c.entries, oh)
+		c.drop(c.order.Back().Value.(string))
 	}
+}
+
+// current records refs as owner's current manifest: the parts its previous
+// one listed and no owner's current one does are dropped.
+func (c *partCache) current(owner string, refs []partRef) {
+	hashes := make([]string, len(refs))
+	for i, r := range refs {
+		hashes[i] = r.hash
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, h := range hashes {
+		c.uses[h]++
+	}
+	if el, ok := c.owners[owner]; ok {
+		o := el.Value.(*partOwner)
+		c.release(o.hashes, true)
+		o.hashes = hashes
+		c.ownerOrder.MoveToFront(el)
+		return
+	}
+	c.owners[owner] = c.ownerOrder.PushFront(&partOwner{name: owner, hashes: hashes})
+	for c.ownerOrder.Len() > c.maxOwners {
+		el := c.ownerOrder.Back()
+		o := el.Value.(*partOwner)
+		c.ownerOrder.Remove(el)
+		delete(c.owners, o.name)
+		c.release(o.hashes, false) // forgotten, not superseded: its parts age out
+	}
+}
+
+// release takes an owner's uses of hashes back, dropping the parts no
+// owner lists any more if drop is set (c.mu held).
+func (c *partCache) release(hashes []string, drop bool) {
+	for _, h := range hashes {
+		c.uses[h]--
+		if c.uses[h] > 0 {
+			continue
+		}
+		delete(c.uses, h)
+		if drop {
+			c.drop(h)
+		}
+	}
+}
+
+// drop removes a part if it is cached (c.mu held).
+func (c *partCache) drop(h string) {
+	el, ok := c.byHash[h]
+	if !ok {
+		return
+	}
+	c.order.Remove(el)
+	c.held -= len(c.entries[h])
+	delete(c.byHash, h)
+	delete(c.entries, h)
+}
+
+// heldEntries is how many entries the cached parts hold.
+func (c *partCache) heldEntries() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held
 }
 
 // recentManifests keeps the manifests this worker wrote last, for the

@@ -39,3 +39,41 @@ func TestManifestCacheIsBoundedByEntries(t *testing.T) {
 		t.Errorf("holds %d manifests, want at most 4", len(c.list))
 	}
 }
+
+// The parts cache tracks the current parts of a bounded number of
+// sessions; a session it forgets keeps its parts cached (they age out by
+// the LRU bound), and a part two sessions list stays until neither does.
+func TestPartsCacheOwnersAreBounded(t *testing.T) {
+	c := newPartCache(1000, 2)
+	refs := func(hs ...string) []partRef {
+		var out []partRef
+		for _, h := range hs {
+			c.put(h, make([]ManifestEntry, 1))
+			out = append(out, partRef{hash: h})
+		}
+		return out
+	}
+	c.current("a", refs("x", "shared"))
+	c.current("b", refs("y", "shared"))
+	c.current("a", refs("x2", "shared")) // x superseded: dropped; shared still b's
+	if _, ok := c.get("x"); ok {
+		t.Error("a part its session's newer manifest no longer lists stayed cached")
+	}
+	if _, ok := c.get("shared"); !ok {
+		t.Error("a part another session still lists was dropped")
+	}
+	c.current("c", refs("z")) // three sessions: b, the least recent, is forgotten
+	if len(c.owners) != 2 || c.owners["b"] != nil {
+		t.Errorf("tracks %d sessions (b forgotten: %v), want 2 and b forgotten", len(c.owners), c.owners["b"] == nil)
+	}
+	if _, ok := c.get("y"); !ok {
+		t.Error("a forgotten session's part was dropped; it should age out")
+	}
+	c.current("a", refs("x3")) // shared: only a listed it now
+	if _, ok := c.get("shared"); ok {
+		t.Error("a part no tracked session lists any more stayed cached")
+	}
+	if len(c.uses) != 2 { // x3, z
+		t.Errorf("counts uses of %d parts, want 2 (x3, z): %v", len(c.uses), c.uses)
+	}
+}
