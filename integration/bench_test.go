@@ -155,11 +155,20 @@ func (f *workFloor) FloorFingerprint(ctx context.Context) error {
 // workFloorWorkflow runs calls rounds of model call + exec, a last model
 // call and a fingerprint, as a turn of calls tool calls does, and returns
 // the workflow time it took. With discard its activities drop their
-// results (the floor before 2026-12-06's second session).
-func workFloorWorkflow(ctx workflow.Context, calls int, discard bool) (time.Duration, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+// results (the floor before 2026-12-06's second session). With hostQueue
+// its sandbox activities (exec, fingerprint) go to that queue, as a
+// multi-worker deployment's must go to the worker holding the sandbox;
+// its model calls stay on the workflow's queue, as the session's do.
+func workFloorWorkflow(ctx workflow.Context, calls int, discard bool, hostQueue string) (time.Duration, error) {
+	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
-	})
+	}
+	ctx = workflow.WithActivityOptions(ctx, opts)
+	sandboxCtx := ctx
+	if hostQueue != "" {
+		opts.TaskQueue = hostQueue
+		sandboxCtx = workflow.WithActivityOptions(ctx, opts)
+	}
 	var f *workFloor
 	start := workflow.Now(ctx)
 	for i := 0; i <= calls; i++ {
@@ -177,17 +186,17 @@ func workFloorWorkflow(ctx workflow.Context, calls int, discard bool) (time.Dura
 			break
 		}
 		if discard {
-			if err := workflow.ExecuteActivity(ctx, f.FloorExecDiscard).Get(ctx, nil); err != nil {
+			if err := workflow.ExecuteActivity(sandboxCtx, f.FloorExecDiscard).Get(ctx, nil); err != nil {
 				return 0, err
 			}
 			continue
 		}
 		var result sandbox.ExecResult
-		if err := workflow.ExecuteActivity(ctx, f.FloorExec).Get(ctx, &result); err != nil {
+		if err := workflow.ExecuteActivity(sandboxCtx, f.FloorExec).Get(ctx, &result); err != nil {
 			return 0, err
 		}
 	}
-	if err := workflow.ExecuteActivity(ctx, f.FloorFingerprint).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(sandboxCtx, f.FloorFingerprint).Get(ctx, nil); err != nil {
 		return 0, err
 	}
 	return workflow.Now(ctx).Sub(start), nil
@@ -196,8 +205,10 @@ func workFloorWorkflow(ctx workflow.Context, calls int, discard bool) (time.Dura
 // startWorkFloor starts the real-work floor's worker on its own queue,
 // with its own fake model (so the turn's model requests stay countable),
 // configured as the stack's worker configures its model client, and its
-// own local sandbox. Before each run, replay the turn's model requests.
-func startWorkFloor(b *testing.B, s *stack) (string, *workFloor) {
+// own local sandbox, and a second worker in this process on the floor's
+// host queue (the second result) for the routed floor. Before each run,
+// replay the turn's model requests.
+func startWorkFloor(b *testing.B, s *stack) (string, string, *workFloor) {
 	model := fakeopenai.New()
 	b.Cleanup(model.Close)
 	model.SetResponder(func(fakeopenai.RecordedRequest) fakeopenai.Step { return fakeopenai.FinalStep("ok") })
@@ -224,7 +235,14 @@ func startWorkFloor(b *testing.B, s *stack) (string, *workFloor) {
 		b.Fatal(err)
 	}
 	b.Cleanup(w.Stop)
-	return queue, f
+	hostQueue := queue + "-host"
+	hw := worker.New(s.c, hostQueue, worker.Options{})
+	hw.RegisterActivity(f)
+	if err := hw.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(hw.Stop)
+	return queue, hostQueue, f
 }
 
 func median(d []time.Duration) time.Duration {
@@ -270,7 +288,7 @@ func turnOverhead(b *testing.B, singleHost bool) {
 		b.Fatal(err)
 	}
 	defer fw.Stop()
-	workQueue, floor := startWorkFloor(b, s)
+	workQueue, floorHostQueue, floor := startWorkFloor(b, s)
 
 	th := s.thread(fmt.Sprintf("bench-%v", singleHost))
 	// Warm up: the first turn creates the sandbox.
@@ -279,7 +297,7 @@ func turnOverhead(b *testing.B, singleHost bool) {
 	before := len(s.model.Requests())
 
 	for n := 0; n < b.N; n++ {
-		var turnDur, floorDur, workDur, dropDur []time.Duration
+		var turnDur, floorDur, workDur, dropDur, routedDur []time.Duration
 		activities := 0
 		for i := 0; i < turns; i++ {
 			turn := s.state(th).Turn + 1
@@ -316,17 +334,28 @@ func turnOverhead(b *testing.B, singleHost bool) {
 			}
 			floorDur = append(floorDur, d)
 
-			for _, discard := range []bool{false, true} {
-				run, err = s.c.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: workQueue}, workFloorWorkflow, calls, discard)
+			kinds := []string{"work", "discard"}
+			if !singleHost {
+				kinds = append(kinds, "routed")
+			}
+			for _, kind := range kinds {
+				hostQueue := ""
+				if kind == "routed" {
+					hostQueue = floorHostQueue
+				}
+				run, err = s.c.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: workQueue}, workFloorWorkflow, calls, kind == "discard", hostQueue)
 				if err != nil {
 					b.Fatal(err)
 				}
 				if err := run.Get(s.ctx, &d); err != nil {
 					b.Fatal(err)
 				}
-				if discard {
+				switch kind {
+				case "discard":
 					dropDur = append(dropDur, d)
-				} else {
+				case "routed":
+					routedDur = append(routedDur, d)
+				default:
 					workDur = append(workDur, d)
 				}
 			}
@@ -352,6 +381,15 @@ func turnOverhead(b *testing.B, singleHost bool) {
 		b.ReportMetric(float64(activities), "activities/turn")
 		b.Logf("%d turns of %d tool calls: median turn %s, median floor (%d no-op activities) %s, median ratio %.2f; median real-work floor %s, median ratio %.2f; the same floor dropping its results %s, median ratio %.2f",
 			turns, calls, mt, activities, mf, mr, mw, mwr, md, mdr)
+		if len(routedDur) == turns {
+			routedRatios := make([]time.Duration, turns)
+			for i := range turnDur {
+				routedRatios[i] = time.Duration(float64(turnDur[i]) / float64(routedDur[i]) * 1000)
+			}
+			mrt, mrr := median(routedDur), float64(median(routedRatios))/1000
+			b.ReportMetric(mrr, "median-routed-work-ratio")
+			b.Logf("the real-work floor with its sandbox activities on a host queue, as this layout's are: %s, median ratio %.3f", mrt, mrr)
+		}
 	}
 }
 

@@ -31,7 +31,10 @@ func turnTimeline(b *testing.B, singleHost bool) {
 		c.Sandbox.SingleHost = singleHost
 	})
 	s.model.SetResponder(toolLoop(10))
-	workQueue, floor := startWorkFloor(b, s)
+	workQueue, floorHostQueue, floor := startWorkFloor(b, s)
+	if singleHost {
+		floorHostQueue = "" // the floor routes as the layout does
+	}
 	th := s.thread(fmt.Sprintf("timeline-%v-%d", singleHost, time.Now().UnixNano()))
 	for n := 0; n < b.N; n++ {
 		var floors []string
@@ -41,7 +44,7 @@ func turnTimeline(b *testing.B, singleHost bool) {
 			s.say(th, fmt.Sprintf("tl-%d-%d", n, i), "go")
 			s.waitStateEvery(th, 500*time.Millisecond, "turn", func(ts session.TurnState) bool { return ts.Turn == turn && done(ts) })
 			floor.replay(s.model.Requests()[before:])
-			run, err := s.c.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: workQueue}, workFloorWorkflow, 10, false)
+			run, err := s.c.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: workQueue}, workFloorWorkflow, 10, false, floorHostQueue)
 			if err != nil {
 				b.Fatal(err)
 			}
