@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path"
 	"sync/atomic"
 	"time"
 
@@ -273,7 +274,7 @@ func (a *Activities) restore(ctx context.Context, b Backend, h Handle, key strin
 	defer r.Close()
 	br := bufio.NewReaderSize(r, 64<<10)
 	if head, _ := br.Peek(len(manifestMagic)); IsManifest(head) {
-		m, err := readManifest(ctx, a.Store, key, br)
+		m, err := readManifest(ctx, a.Store, path.Dir(key), br)
 		if err != nil {
 			return err
 		}

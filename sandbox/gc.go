@@ -42,7 +42,7 @@ func CollectObjects(ctx context.Context, store SnapshotStore, now time.Time) (Co
 			return nil
 		}
 		read[key] = true
-		m, err := readStoredManifest(ctx, store, key)
+		m, err := readStoredManifest(ctx, store, key, "")
 		if errors.Is(err, ErrSnapshotNotFound) && !errors.Is(err, ErrCorruptObject) {
 			return nil // deleted meanwhile
 		}
@@ -108,8 +108,9 @@ func objectOf(hash string, l Location) string {
 	return hash
 }
 
-// readStoredManifest reads the manifest at key: nil for a full tar.
-func readStoredManifest(ctx context.Context, store SnapshotStore, key string) (*Manifest, error) {
+// readStoredManifest reads the manifest at key: nil for a full tar. owner
+// is readManifest's.
+func readStoredManifest(ctx context.Context, store SnapshotStore, key, owner string) (*Manifest, error) {
 	r, err := store.Open(ctx, key)
 	if err != nil {
 		return nil, err
@@ -119,5 +120,5 @@ func readStoredManifest(ctx context.Context, store SnapshotStore, key string) (*
 	if head, _ := br.Peek(len(manifestMagic)); !IsManifest(head) {
 		return nil, nil
 	}
-	return readManifest(ctx, store, key, br)
+	return readManifest(ctx, store, owner, br)
 }

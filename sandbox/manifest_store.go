@@ -84,13 +84,15 @@ func LoadManifest(ctx context.Context, store SnapshotStore, key string) (*Manife
 		return nil, err
 	}
 	defer r.Close()
-	return readManifest(ctx, store, key, bufio.NewReader(r))
+	return readManifest(ctx, store, path.Dir(key), bufio.NewReader(r))
 }
 
-// readManifest reads a stored manifest's list from r (stored under key)
-// and its parts from the store (or the worker's cache of parts), a few at
-// a time.
-func readManifest(ctx context.Context, store SnapshotStore, key string, r io.Reader) (*Manifest, error) {
+// readManifest reads a stored manifest's list from r and its parts from
+// the store (or the worker's cache of parts), a few at a time. owner is the
+// store prefix of the session whose current manifest this now is, for the
+// parts cache (partCache.current); "" records none (the collector reads
+// every manifest, which makes none current).
+func readManifest(ctx context.Context, store SnapshotStore, owner string, r io.Reader) (*Manifest, error) {
 	refs, err := decodeList(r)
 	if err != nil {
 		return nil, err
@@ -131,7 +133,9 @@ func readManifest(ctx context.Context, store SnapshotStore, key string, r io.Rea
 	if err := checkLinks(m.Entries); err != nil {
 		return nil, err
 	}
-	partsCache.current(path.Dir(key), refs)
+	if owner != "" {
+		partsCache.current(owner, refs)
+	}
 	return m, nil
 }
 

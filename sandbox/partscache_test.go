@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandbot/sandbot/sandbox"
 	"github.com/sandbot/sandbot/sandbox/blobstore"
@@ -80,5 +81,17 @@ func TestPartsCacheDropsSupersededParts(t *testing.T) {
 	}
 	if cached, total := sandbox.CachedParts(m); cached != total {
 		t.Errorf("%d of the parent's current %d parts are cached, want all", cached, total)
+	}
+	// The collector reads every manifest, the parent's old ones too; none
+	// of them becomes current, so the current parts stay. (A copy of an
+	// old manifest, made in the store, is the last the collector reads.)
+	if err := store.Copy(ctx, sandbox.SnapshotKey("parent", 100), sandbox.SnapshotKey("parent", 999999)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sandbox.CollectObjects(ctx, store, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if cached, total := sandbox.CachedParts(m); cached != total {
+		t.Errorf("after a collection, %d of the parent's current %d parts are cached, want all", cached, total)
 	}
 }

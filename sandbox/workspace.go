@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -186,7 +187,7 @@ func (a *Activities) loadManifest(ctx context.Context, key string) (*Manifest, e
 	if err := CheckKey(key); err != nil {
 		return nil, err
 	}
-	return readStoredManifest(ctx, a.Store, key)
+	return readStoredManifest(ctx, a.Store, key, path.Dir(key))
 }
 
 // EnsureWorkspace is Ensure for sessions whose snapshots may be manifests.
