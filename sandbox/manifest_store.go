@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -115,7 +116,9 @@ func readManifest(ctx context.Context, store SnapshotStore, owner string, r io.R
 			if err != nil {
 				return fmt.Errorf("manifest part %d: %w", i+1, err)
 			}
-			partsCache.put(ref.hash, p)
+			if owner != "" {
+				partsCache.put(ref.hash, p)
+			}
 			got[i] = p
 			return nil
 		})
@@ -158,6 +161,13 @@ var partsCache = newPartCache(64<<10, maxPartOwners)
 // stay, under the LRU bound, until they age out).
 const maxPartOwners = 1024
 
+// partsIdle is how long a session's current parts stay cached without a
+// snapshot or read of its manifests: as with transcripts (agent's
+// transcriptIdle), an idle session's next snapshot is usually much later,
+// and reads its parts from the store. Without it the soak's idle forks,
+// one every 50 turns, each kept its whole manifest's parts.
+const partsIdle = 10 * time.Minute
+
 type partCache struct {
 	mu      sync.Mutex
 	max     int // entries held at most
@@ -174,11 +184,13 @@ type partCache struct {
 	owners     map[string]*list.Element // values are *partOwner
 	ownerOrder *list.List               // front: most recent
 	uses       map[string]int
+	now        func() time.Time // nil: time.Now; tests set it
 }
 
 type partOwner struct {
 	name   string
 	hashes []string
+	used   time.Time
 }
 
 func newPartCache(maxEntries, maxOwners int) *partCache {
@@ -223,23 +235,32 @@ func (c *partCache) current(owner string, refs []partRef) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := time.Now()
+	if c.now != nil {
+		now = c.now()
+	}
 	for _, h := range hashes {
 		c.uses[h]++
 	}
 	if el, ok := c.owners[owner]; ok {
 		o := el.Value.(*partOwner)
 		c.release(o.hashes, true)
-		o.hashes = hashes
+		o.hashes, o.used = hashes, now
 		c.ownerOrder.MoveToFront(el)
-		return
+	} else {
+		c.owners[owner] = c.ownerOrder.PushFront(&partOwner{name: owner, hashes: hashes, used: now})
 	}
-	c.owners[owner] = c.ownerOrder.PushFront(&partOwner{name: owner, hashes: hashes})
-	for c.ownerOrder.Len() > c.maxOwners {
-		el := c.ownerOrder.Back()
+	for el := c.ownerOrder.Back(); el != nil; el = c.ownerOrder.Back() {
 		o := el.Value.(*partOwner)
+		idle := now.Sub(o.used) > partsIdle
+		if !idle && c.ownerOrder.Len() <= c.maxOwners {
+			break
+		}
 		c.ownerOrder.Remove(el)
 		delete(c.owners, o.name)
-		c.release(o.hashes, false) // forgotten, not superseded: its parts age out
+		// An idle session's parts go; one forgotten for the bound's sake
+		// keeps them, to age out under the LRU bound.
+		c.release(o.hashes, idle)
 	}
 }
 

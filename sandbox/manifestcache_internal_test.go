@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // The cache of recent manifests is bounded by entries as well as by count:
@@ -75,5 +76,39 @@ func TestPartsCacheOwnersAreBounded(t *testing.T) {
 	}
 	if len(c.uses) != 2 { // x3, z
 		t.Errorf("counts uses of %d parts, want 2 (x3, z): %v", len(c.uses), c.uses)
+	}
+}
+
+// A session whose manifests were not read or written for partsIdle gives
+// its parts up: the soak's idle forks each kept their whole manifest's
+// parts cached for good.
+func TestPartsCacheForgetsIdleSessions(t *testing.T) {
+	now := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	c := newPartCache(1000, 100)
+	c.now = func() time.Time { return now }
+	refs := func(hs ...string) []partRef {
+		var out []partRef
+		for _, h := range hs {
+			c.put(h, make([]ManifestEntry, 1))
+			out = append(out, partRef{hash: h})
+		}
+		return out
+	}
+	c.current("fork", refs("f1", "shared"))
+	for i := range 30 { // the parent goes on, a snapshot a minute
+		c.current("parent", refs(fmt.Sprint("p", i), "shared"))
+		now = now.Add(time.Minute)
+	}
+	if _, ok := c.owners["fork"]; ok {
+		t.Error("the fork, idle for 30 minutes, is still tracked")
+	}
+	if _, ok := c.get("f1"); ok {
+		t.Error("the idle fork's own part is still cached")
+	}
+	if _, ok := c.get("shared"); !ok {
+		t.Error("a part the parent still lists was dropped with the idle fork")
+	}
+	if _, ok := c.get("p29"); !ok {
+		t.Error("the parent's current part was dropped")
 	}
 }

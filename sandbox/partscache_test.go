@@ -94,4 +94,9 @@ func TestPartsCacheDropsSupersededParts(t *testing.T) {
 	if cached, total := sandbox.CachedParts(m); cached != total {
 		t.Errorf("after a collection, %d of the parent's current %d parts are cached, want all", cached, total)
 	}
+	// Nor does it fill the cache with the parts of manifests nobody reads
+	// again.
+	if got, bound := held(), len(m.Entries)+len(fork.Entries); got > bound {
+		t.Errorf("after a collection the parts cache holds %d entries, over the current manifests' %d", got, bound)
+	}
 }
