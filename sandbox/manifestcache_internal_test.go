@@ -46,14 +46,7 @@ func TestManifestCacheIsBoundedByEntries(t *testing.T) {
 // the LRU bound), and a part two sessions list stays until neither does.
 func TestPartsCacheOwnersAreBounded(t *testing.T) {
 	c := newPartCache(1000, 2)
-	refs := func(hs ...string) []partRef {
-		var out []partRef
-		for _, h := range hs {
-			c.put(h, make([]ManifestEntry, 1))
-			out = append(out, partRef{hash: h})
-		}
-		return out
-	}
+	refs := func(hs ...string) []partRef { return cachedParts(c, hs...) }
 	c.current("a", refs("x", "shared"))
 	c.current("b", refs("y", "shared"))
 	c.current("a", refs("x2", "shared")) // x superseded: dropped; shared still b's
@@ -86,14 +79,7 @@ func TestPartsCacheForgetsIdleSessions(t *testing.T) {
 	now := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
 	c := newPartCache(1000, 100)
 	c.now = func() time.Time { return now }
-	refs := func(hs ...string) []partRef {
-		var out []partRef
-		for _, h := range hs {
-			c.put(h, make([]ManifestEntry, 1))
-			out = append(out, partRef{hash: h})
-		}
-		return out
-	}
+	refs := func(hs ...string) []partRef { return cachedParts(c, hs...) }
 	c.current("fork", refs("f1", "shared"))
 	for i := range 30 { // the parent goes on, a snapshot a minute
 		c.current("parent", refs(fmt.Sprint("p", i), "shared"))
@@ -111,4 +97,15 @@ func TestPartsCacheForgetsIdleSessions(t *testing.T) {
 	if _, ok := c.get("p29"); !ok {
 		t.Error("the parent's current part was dropped")
 	}
+}
+
+// cachedParts caches a part of one entry under each hash and returns
+// their refs, as a manifest listing them would have.
+func cachedParts(c *partCache, hashes ...string) []partRef {
+	var out []partRef
+	for _, h := range hashes {
+		c.put(h, make([]ManifestEntry, 1))
+		out = append(out, partRef{hash: h})
+	}
+	return out
 }
