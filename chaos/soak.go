@@ -400,6 +400,21 @@ func (w *workload) askBackend(ctx context.Context, s *stack, th chat.Thread, to 
 	return rec
 }
 
+// refusedShown reports whether a bot message in thread after the /backend
+// of sw says the switch could not be made (the workflow's notice, carried
+// to the next turn's card).
+func refusedShown(sn fakeslack.Snapshot, thread string, sw switchRecord) bool {
+	if sw.Asked == "" {
+		return false
+	}
+	for _, m := range botMessagesSince(sn, thread, sw.Asked) {
+		if strings.Contains(messageText(m), "before switching to "+sw.To) {
+			return true
+		}
+	}
+	return false
+}
+
 // switchStarted reports whether a /backend reply says the switch is under
 // way (now, or at the end of a running turn).
 func switchStarted(reply string) bool {
@@ -469,9 +484,12 @@ type SoakReport struct {
 	// end (must be 0).
 	Forks, ForksChecked, ForksMissing, ForkLeaks int
 	// Switches were asked for; SwitchesConfirmed were followed by a turn
-	// whose pwd showed the new backend. SwitchesMissed were refused, or
-	// their next turn ran elsewhere (must be 0).
-	Switches, SwitchesConfirmed, SwitchesMissed int
+	// whose pwd showed the new backend. SwitchesRefused could not be made
+	// at the turn boundary and a card in the thread says so ("Could not
+	// save the workspace before switching to …"). SwitchesMissed were
+	// refused, or their next turn ran elsewhere with nothing saying why
+	// (must be 0).
+	Switches, SwitchesConfirmed, SwitchesRefused, SwitchesMissed int
 	// CommandsTwice: a /fork or /backend carried out more than once: more
 	// fork threads, or more replies saying so, than were asked for
 	// (must be 0).
@@ -653,6 +671,13 @@ func (w *workload) checkSoak(s *stack, sn fakeslack.Snapshot) *SoakReport {
 			r.SwitchesConfirmed++
 			continue
 		}
+		if refusedShown(sn, st.thread, sw) {
+			// The switch could not be made (the workspace could not be
+			// saved: the snapshot store full) and the thread says so: the
+			// session stays where its workspace is, as it must.
+			r.SwitchesRefused++
+			continue
+		}
 		r.SwitchesMissed++
 		bad("/backend %s before turn %d: that turn's pwd read %.200q", sw.To, sw.Turn, res)
 	}
@@ -817,6 +842,7 @@ func (r *SoakReport) markdown(b *strings.Builder) {
 	row("forks (asked / saw the parent's last change)", fmt.Sprintf("%d / %d", r.Forks, r.ForksChecked))
 	row("forks without the parent's change / fork changes in the parent (must be 0)", fmt.Sprintf("%d / %d", r.ForksMissing, r.ForkLeaks))
 	row("backend switches (asked / the next turn ran there)", fmt.Sprintf("%d / %d", r.Switches, r.SwitchesConfirmed))
+	row("switches refused at the turn boundary, shown in the thread", r.SwitchesRefused)
 	row("switches not in effect (must be 0)", r.SwitchesMissed)
 	row("/fork or /backend carried out twice (must be 0)", r.CommandsTwice)
 	if r.HistoryErr != "" {

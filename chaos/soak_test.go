@@ -264,8 +264,9 @@ func TestHistoryOver(t *testing.T) {
 
 // TestCheckSoak: the soak's counts come from the fakes' records: a fork
 // whose check did not read the parent's marker, a fork marker in the
-// parent, a switch whose next turn ran elsewhere, and a /fork carried out
-// twice (two fork threads and two replies for one command).
+// parent, a switch whose next turn ran elsewhere, one refused at the turn
+// boundary with a card saying so, and a /fork carried out twice (two fork
+// threads and two replies for one command).
 func TestCheckSoak(t *testing.T) {
 	fake := fakeslack.New(fakeslack.Options{TeamID: "TCHAOS"})
 	t.Cleanup(fake.Close)
@@ -292,6 +293,9 @@ func TestCheckSoak(t *testing.T) {
 	say("🍴 *Fork of chaos task*", false)
 	say("Switching backend from *local* to *docker*; the workspace moves with it.", true)
 	say("Switching backend from *docker* to *local*; the workspace moves with it.", true)
+	refusedAsked := fake.Say(fakeslack.UserMessage{User: approver, Channel: channel, ThreadTS: root, Text: "/backend docker"}).Message.TS
+	say("Switching backend from *local* to *docker*; the workspace moves with it.", true)
+	say("✅ Done\nℹ️ Could not save the workspace before switching to docker: no space left on device. Staying on local.", true)
 
 	dir := t.TempDir()
 	w := newWorkload(Config{Turns: 20, HistoryLimit: 1 << 20, Soak: &SoakConfig{SampleEvery: 5}})
@@ -305,8 +309,12 @@ func TestCheckSoak(t *testing.T) {
 	w.soak.switches = []switchRecord{
 		{To: "docker", Turn: 3, Asked: "1.3", Reply: "Switching backend from *local* to *docker*; the workspace moves with it."},
 		{To: "local", Turn: 8, Asked: "1.4", Reply: "Switching backend from *docker* to *local*; the workspace moves with it."},
+		// Refused at the turn boundary, and the next turn's card says so.
+		{To: "docker", Turn: 12, Asked: refusedAsked, Reply: "Switching backend from *local* to *docker*; the workspace moves with it."},
 	}
-	w.turns = []turnRecord{{Session: "s01", Turn: "t3", On: "docker", Outcome: "answered"}, {Session: "s01", Turn: "t8", Retries: 1, On: "local", Outcome: "answered"}}
+	w.turns = []turnRecord{{Session: "s01", Turn: "t3", On: "docker", Outcome: "answered"}, {Session: "s01", Turn: "t8", Retries: 1, On: "local", Outcome: "answered"},
+		{Session: "s01", Turn: "t12", On: "docker", Outcome: "answered"}}
+	w.results["s01t12w"] = "$ pwd\n" + dir + "/host-a/workspaces/x\nexit code: 0" // stayed on local
 	w.results["s01t3w"] = "$ pwd\n/workspace\nexit code: 0"
 	w.results["s01t8r1w"] = "$ pwd\n/workspace\nexit code: 0" // still in the container
 	w.verified["s01"] = "$ find .m -name 'f*'\n.m/f01c2\nexit code: 0"
@@ -315,8 +323,8 @@ func TestCheckSoak(t *testing.T) {
 	if r.Forks != 2 || r.ForksChecked != 1 || r.ForksMissing != 1 || r.ForkLeaks != 1 {
 		t.Fatalf("forks %d, checked %d, missing %d, leaks %d; want 2, 1, 1, 1 (%v)", r.Forks, r.ForksChecked, r.ForksMissing, r.ForkLeaks, r.problems)
 	}
-	if r.Switches != 2 || r.SwitchesConfirmed != 1 || r.SwitchesMissed != 1 {
-		t.Fatalf("switches %d, confirmed %d, missed %d; want 2, 1, 1 (%v)", r.Switches, r.SwitchesConfirmed, r.SwitchesMissed, r.problems)
+	if r.Switches != 3 || r.SwitchesConfirmed != 1 || r.SwitchesRefused != 1 || r.SwitchesMissed != 1 {
+		t.Fatalf("switches %d, confirmed %d, refused %d, missed %d; want 3, 1, 1, 1 (%v)", r.Switches, r.SwitchesConfirmed, r.SwitchesRefused, r.SwitchesMissed, r.problems)
 	}
 	if r.CommandsTwice != 1 {
 		t.Fatalf("commands twice %d, want 1 (%v)", r.CommandsTwice, r.problems)

@@ -22,9 +22,9 @@ func (c *Core) runResume(ctx context.Context, r request) (Reply, error) {
 	if ts, err := c.s.TurnState(ctx, r.id); err == nil {
 		switch {
 		case ts.Status.Active():
-			c.watchers.watch(r.p, r.th, ts.Turn, false)
+			c.watchers.watch(r.p, r.th, ts.Turn)
 		case ts.Queued > 0:
-			c.watchers.watch(r.p, r.th, ts.Turn+1, true)
+			c.watchers.watch(r.p, r.th, ts.Turn+1)
 		}
 	}
 	return Reply{Text: "Resumed."}, nil

@@ -290,7 +290,7 @@ func (c *Core) HandleMessage(ctx context.Context, p Poster, m Message) error {
 	// A duplicate resumes watching only if nobody watches its turn here;
 	// watch is idempotent and a finished turn with both refs recorded ends
 	// the watcher at its first poll.
-	c.watchers.watchHeld(p, th, resp.Turn, !resp.Duplicate, asked, granted)
+	c.watchers.watchHeld(p, th, resp.Turn, asked, granted)
 	return nil
 }
 
@@ -388,7 +388,7 @@ func (c *Core) scan(ctx context.Context, p Poster, platform string) (started, li
 		if needsWatch(ts) && (ts.Watcher == "" || ts.Watcher == c.cfg.ReplicaID || !c.cfg.Clock.Now().Before(ts.WatchUntil)) {
 			c.log.Debug("scan: watching a session nobody watches", "workflow_id", s.WorkflowID, "turn", ts.Turn,
 				"status", ts.Status, "awaiting_post", ts.AwaitingPost, "watcher", ts.Watcher, "watch_until", ts.WatchUntil)
-			c.watchers.watch(p, s.Location, ts.Turn, false)
+			c.watchers.watch(p, s.Location, ts.Turn)
 			started++
 		}
 	}
@@ -421,7 +421,7 @@ func (c *Core) nudge(ctx context.Context, p Poster, th Thread) {
 		return
 	}
 	if ts.Status.Active() {
-		c.watchers.watch(p, th, ts.Turn, false)
+		c.watchers.watch(p, th, ts.Turn)
 	}
 }
 

@@ -35,11 +35,9 @@ func newWatchers(newWatcher func(p Poster, th Thread) *watcher) *watchers {
 }
 
 // watch makes sure a watcher follows th's session up to turn. It is
-// idempotent: a running watcher only raises its goal. fresh says a new
-// message asked for turn, so if the turn ends unseen (between two polls)
-// its answer is still posted, from the transcript.
-func (ws *watchers) watch(p Poster, th Thread, turn int, fresh bool) {
-	ws.watchHeld(p, th, turn, fresh, time.Time{}, time.Time{})
+// idempotent: a running watcher only raises its goal.
+func (ws *watchers) watch(p Poster, th Thread, turn int) {
+	ws.watchHeld(p, th, turn, time.Time{}, time.Time{})
 }
 
 // watchHeld is watch by a replica that was granted the session's watch
@@ -49,7 +47,7 @@ func (ws *watchers) watch(p Poster, th Thread, turn int, fresh bool) {
 // starts out holding it instead of claiming it again; a running one keeps
 // its own view and renews on its schedule, and names the message's grant
 // when it releases.
-func (ws *watchers) watchHeld(p Poster, th Thread, turn int, fresh bool, asked, granted time.Time) {
+func (ws *watchers) watchHeld(p Poster, th Thread, turn int, asked, granted time.Time) {
 	id := th.ID()
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -57,7 +55,7 @@ func (ws *watchers) watchHeld(p Poster, th Thread, turn int, fresh bool, asked, 
 		return
 	}
 	if w := ws.m[id]; w != nil {
-		w.raise(turn, fresh)
+		w.raise(turn)
 		if !asked.IsZero() {
 			w.renewedWith(granted)
 		}
@@ -67,7 +65,7 @@ func (ws *watchers) watchHeld(p Poster, th Thread, turn int, fresh bool, asked, 
 	w := ws.newWatcher(p, th)
 	// Before the goroutine starts, which owns them from then on.
 	w.unrecorded = ws.unsettled.take(id)
-	w.raise(turn, fresh)
+	w.raise(turn)
 	if !asked.IsZero() {
 		// Before the goroutine starts, which owns these from then on.
 		w.held, w.until, w.renewAt, w.granted = true, asked.Add(w.cfg.Lease), asked.Add(w.cfg.Lease/3), granted

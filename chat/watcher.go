@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -65,7 +64,7 @@ type watchConfig struct {
 // per session (see watchers); it follows turns in order up to the highest
 // one asked for, then ends.
 //
-// Everything but the goal (upto, fresh) is owned by the watcher's
+// Everything but the goal (upto) is owned by the watcher's
 // goroutine, so polls, edits and posts of one session never overlap.
 type watcher struct {
 	feed turnFeed
@@ -77,9 +76,8 @@ type watcher struct {
 	kick chan struct{} // poke: poll now
 	done chan struct{} // closed when the goroutine ends
 
-	mu    sync.Mutex
-	upto  int // highest turn asked for
-	fresh int // lowest turn a new (not redelivered) message asked for; 0: none
+	mu   sync.Mutex
+	upto int // highest turn asked for
 	// renewed is the latest hold this replica was granted with a message
 	// while this watcher ran (the message renews the watcher's lease), so
 	// its release names the hold the workflow keeps (see releaseLease).
@@ -126,15 +124,11 @@ func newWatcher(feed turnFeed, p Poster, th Thread, cfg watchConfig, log *slog.L
 	}
 }
 
-// raise asks the watcher to follow up to turn; fresh says a new message
-// asked for it.
-func (w *watcher) raise(turn int, fresh bool) {
+// raise asks the watcher to follow up to turn.
+func (w *watcher) raise(turn int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.upto = max(w.upto, turn)
-	if fresh && (w.fresh == 0 || turn < w.fresh) {
-		w.fresh = turn
-	}
 }
 
 // renewedWith records a hold granted to this replica with a message
@@ -152,17 +146,6 @@ func (w *watcher) goal() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.upto
-}
-
-// freshFrom is the lowest turn whose answer this watcher must post even if
-// it never saw the turn (math.MaxInt: none).
-func (w *watcher) freshFrom() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.fresh == 0 {
-		return math.MaxInt
-	}
-	return w.fresh
 }
 
 // poke makes the watcher poll now.
@@ -418,13 +401,22 @@ func (w *watcher) follow(ctx context.Context, want int) (last int, ok bool) {
 				w.missed(ctx, v, ts)
 				return v.turn, true
 			}
-			if v == nil && ts.Turn > want {
-				// Turns want..ts.Turn-1 ended before the first poll.
-				w.catchUp(ctx, max(want, w.freshFrom()), ts.Turn, ts.Turn)
-				if ts.Turn > w.goal() {
-					return ts.Turn - 1, true
+			if v == nil {
+				if ts.Turn-1 > want {
+					w.log.Warn("watcher: answers of turns two or more back are not posted: the session keeps no claim for them and another replica may have posted them",
+						"from", want, "through", ts.Turn-2, "session_turn", ts.Turn)
 				}
-				want = ts.Turn
+				// The turn before this one may have ended with nobody
+				// watching it: turns want..ts.Turn-1 ended before this
+				// first poll, or the message that started this turn came
+				// while no replica watched the one before.
+				w.finishUnseen(ctx, ts)
+				if ts.Turn > want {
+					if ts.Turn > w.goal() {
+						return ts.Turn - 1, true
+					}
+					want = ts.Turn
+				}
 			}
 			if v == nil {
 				v = w.newView(ts)

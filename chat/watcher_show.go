@@ -450,9 +450,11 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 	if ts.Stopped && v.ref == "" {
 		text = safetext.Text(ts.FinalText) // no card says it
 	}
-	if text == "" && ts.Stopped && v.ref != "" && w.claim(ctx, ts.Turn) {
+	if text == "" && v.ref != "" && w.claim(ctx, ts.Turn) {
 		// Nothing to post, but the session must know its answer is out
-		// (the card), or bots would keep looking for one to post.
+		// (the card), or bots would keep looking for one to post, and the
+		// next turn's watcher would take the card for one nobody finished
+		// (finishUnseen).
 		w.record(ctx, ts.Turn, "final", v.ref)
 		return
 	}
@@ -583,7 +585,11 @@ func (w *watcher) missed(ctx context.Context, v *view, next session.TurnState) {
 	w.share(ctx, v, st)
 	w.endTurn(ctx, st, "")
 	if p := next.Previous; v.last.FinalRef == "" && (p == nil || p.Turn != v.turn || p.FinalRef == "") {
-		w.catchUp(ctx, v.turn, v.turn+1, next.Turn)
+		if !w.catchUp(ctx, v.turn, v.turn+1, next.Turn) && v.ref != "" && next.Turn == v.turn+1 && w.claim(ctx, v.turn) {
+			// Nothing to post: the card is the turn's last word, recorded
+			// as finish records it.
+			w.record(ctx, v.turn, "final", v.ref)
+		}
 	}
 	w.markMessages(ctx, st)
 }
@@ -639,41 +645,42 @@ func (w *watcher) addDecisions(ctx context.Context, st *session.TurnState) {
 // catchUp posts the answer of a turn in [from, to) that this watcher never
 // saw end, taken from the transcript, when that turn is the one just before
 // the current one: the answer is claimed first and its post recorded, as a
-// watched turn's answer is, since another replica may have watched the turn
-// and posted it. Older turns are left alone: the session keeps the claim
-// of the current turn and the one before only, and the soak (400 turns, no
-// faults) posted two answers twice when they were posted unclaimed — by a
-// watcher that had stood by while another replica answered two turns, then
-// got the lease and caught up. An answer posted twice breaks the product's
-// promise; one left unposted because its holder died and two more turns
-// began is the lesser failure (the session's AwaitingPost index covers a
-// holder dying before the next turn starts).
-func (w *watcher) catchUp(ctx context.Context, from, to, current int) {
+// watched turn's is, since another replica may have watched the turn and
+// posted it. Older turns are left alone: the session keeps the claim of
+// the current turn and the one before only, and the soak (400 turns, no
+// faults) posted two answers twice when they were posted unclaimed. It
+// reports whether the turn had an answer to post (or its transcript could
+// not be read): false says there was nothing to post.
+func (w *watcher) catchUp(ctx context.Context, from, to, current int) (answer bool) {
 	t := current - 1
 	if from < t {
 		w.log.Warn("watcher: answers of turns two or more back are not posted: the session keeps no claim for them and another replica may have posted them",
 			"from", from, "to", min(to, t), "session_turn", current)
 	}
 	if t < from || t >= to {
-		return
+		return true
 	}
 	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	hist, err := w.feed.History(cctx, w.id, session.HistoryRequest{Last: 100})
 	cancel()
 	if err != nil {
 		w.log.Warn("watcher: history for an unseen turn end", "turn", t, "err", err)
-		return
+		return true
 	}
 	text := lastAnswer(hist, t)
-	if text == "" || !w.claim(ctx, t) || !w.limit(ctx) {
-		return
+	if text == "" {
+		return false
+	}
+	if !w.claim(ctx, t) || !w.limit(ctx) {
+		return true
 	}
 	ref, err := w.p.PostText(ctx, w.th, text)
 	if err != nil {
 		w.log.Error("watcher: post answer of unseen turn", "turn", t, "err", err)
-		return
+		return true
 	}
 	w.record(ctx, t, "final", ref)
+	return true
 }
 
 // lastAnswer is the last plain assistant message of turn t.

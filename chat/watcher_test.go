@@ -362,7 +362,9 @@ func TestWatcherMissedTurnEnd(t *testing.T) {
 
 	// The turn ended before the first poll: its answer still comes (a
 	// session where nobody had posted it: the claim is granted).
-	f.TurnStateFn = (&script{states: []session.TurnState{running(6, 4)}}).next
+	six := running(6, 4)
+	six.Previous = &session.TurnEnd{Turn: 5, Status: session.StatusComplete, FinalText: "turn five answer"}
+	f.TurnStateFn = (&script{states: []session.TurnState{six}}).next
 	f.ClaimFn = func(string, session.ClaimFinalRequest) (session.ClaimFinalResponse, error) {
 		return session.ClaimFinalResponse{Granted: true}, nil
 	}

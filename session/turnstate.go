@@ -164,6 +164,13 @@ type TurnEnd struct {
 	// not record it before the turn ended still learns it is not the
 	// turn's card, and deletes it.
 	StatusRef string `json:"status_ref,omitempty"`
+	// StartedAt, EndedAt and Usage are the turn's, so a replica that
+	// finishes the card of a turn that ended while no replica watched it
+	// (the next turn has begun) draws the card under the same key, with
+	// the same footer.
+	StartedAt time.Time `json:"started_at,omitzero"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+	Usage     Usage     `json:"usage,omitzero"`
 }
 
 // HistoryRequest is the (optional) argument of QueryHistory.

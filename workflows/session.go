@@ -143,6 +143,27 @@ func (s *sessionRun) notice(format string, args ...any) {
 	s.touch()
 }
 
+// maxCarried bounds the notices kept for the next turn's card.
+const maxCarried = 5
+
+// noticeNext is notice for what the user must learn even when it happens
+// between turns: a backend switch asked for with /backend is carried out
+// at the turn boundary, after the finished turn's card had its last edit,
+// and a switch that could not be made (the snapshot store full, say) said
+// so only on that card, which nobody draws again. So a notice made while
+// no turn runs is also kept for the next turn's card. (The soak under
+// faults counted a /backend local answered and not in effect, with
+// nothing in the thread saying why.)
+func (s *sessionRun) noticeNext(format string, args ...any) {
+	s.notice(format, args...)
+	if !s.turnActive {
+		s.st.Carried = append(s.st.Carried, s.st.Last.Notices[len(s.st.Last.Notices)-1])
+		if n := len(s.st.Carried); n > maxCarried {
+			s.st.Carried = append([]string(nil), s.st.Carried[n-maxCarried:]...)
+		}
+	}
+}
+
 func (s *sessionRun) turnState() session.TurnState {
 	ts := s.st.Last
 	ts.ToolCalls = append([]session.ToolCallState(nil), ts.ToolCalls...)
@@ -383,14 +404,14 @@ func (s *sessionRun) applyBackend(ctx workflow.Context) {
 	if s.st.Handle != nil {
 		if err := s.snapshot(ctx, true); err != nil {
 			if !s.switchAnyway(ctx, err) {
-				s.notice("Could not save the workspace before switching to %s: %s. Staying on %s.", to, userError(err), from)
+				s.noticeNext("Could not save the workspace before switching to %s: %s. Staying on %s.", to, userError(err), from)
 				return
 			}
 			last := "an empty workspace (there is no snapshot yet)"
 			if s.st.Snapshot != "" {
 				last = "the last snapshot; changes made since it stay behind"
 			}
-			s.notice("Could not reach the %s sandbox to save the workspace: %s. The %s sandbox starts from %s.", from, userError(err), to, last)
+			s.noticeNext("Could not reach the %s sandbox to save the workspace: %s. The %s sandbox starts from %s.", from, userError(err), to, last)
 		}
 		s.destroySandbox(ctx, false)
 	}
@@ -398,7 +419,7 @@ func (s *sessionRun) applyBackend(ctx workflow.Context) {
 	s.st.Handle = nil
 	s.st.Suspended = false
 	s.st.Last.Backend = to
-	s.notice("Switched backend from %s to %s; the workspace moves with the session.", from, to)
+	s.noticeNext("Switched backend from %s to %s; the workspace moves with the session.", from, to)
 }
 
 // switchAnyway reports whether a switch goes ahead although the old

@@ -658,7 +658,7 @@ func TestSwitchFromAnUnreachableSandbox(t *testing.T) {
 		{sandbox.ErrTypeWorkspaceOverQuota, "local", "Could not save the workspace before switching to docker: provider down. Staying on local."},
 	} {
 		t.Run(tc.errType, func(t *testing.T) {
-			h := newHarness(t, shellCall("c1", "touch f"), final("ok"))
+			h := newHarness(t, shellCall("c1", "touch f"), final("ok"), final("again"))
 			h.at(0, func() { h.send("e1", "go") })
 			h.at(time.Minute, func() {
 				h.mu.Lock()
@@ -666,19 +666,30 @@ func TestSwitchFromAnUnreachableSandbox(t *testing.T) {
 				h.mu.Unlock()
 				h.update(session.UpdateSetBackend, session.SetBackendRequest{Backend: "docker", User: owner}, nil)
 			})
-			var ts session.TurnState
+			var ts, next session.TurnState
 			h.at(2*time.Minute, func() { ts = h.state() })
-			h.destroyAt(3 * time.Minute)
+			h.at(3*time.Minute, func() { h.send("e2", "and now") })
+			h.at(4*time.Minute, func() { next = h.state() })
+			h.destroyAt(5 * time.Minute)
 			h.run(h.input(session.ApproveNever))
 			if ts.Backend != tc.backend {
 				t.Fatalf("backend %q after the failed snapshot, want %q", ts.Backend, tc.backend)
 			}
-			found := false
-			for _, n := range ts.Notices {
-				found = found || strings.Contains(n, tc.notice)
+			shows := func(ts session.TurnState) (n int) {
+				for _, s := range ts.Notices {
+					if strings.Contains(s, tc.notice) {
+						n++
+					}
+				}
+				return n
 			}
-			if !found {
+			if shows(ts) != 1 {
 				t.Fatalf("no notice %q: %q", tc.notice, ts.Notices)
+			}
+			// The switch was made (or not) after turn 1's card had its last
+			// edit: turn 2's card says what became of it, once.
+			if next.Turn != 2 || shows(next) != 1 {
+				t.Fatalf("turn %d's card does not say what became of the switch once (%q): %q", next.Turn, tc.notice, next.Notices)
 			}
 		})
 	}

@@ -67,7 +67,11 @@ type State struct {
 	Checkpoints []Checkpoint `json:"checkpoints,omitempty"`
 	// PendingBackend is a switch waiting for the next turn boundary.
 	PendingBackend string `json:"pending_backend,omitempty"`
-	Paused         bool   `json:"paused,omitempty"`
+	// Carried are notices made between turns that the next turn's card
+	// shows too (see noticeNext): a finished turn's card is not drawn
+	// again, so there they would go unseen.
+	Carried []string `json:"carried,omitempty"`
+	Paused  bool     `json:"paused,omitempty"`
 	// Suspended is true when the idle sandbox was suspended.
 	Suspended bool `json:"suspended,omitempty"`
 	// Confinement is how the sandbox's backend confines commands, as the

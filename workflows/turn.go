@@ -28,7 +28,8 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 	var prev *session.TurnEnd
 	if l := s.st.Last; l.Turn > 0 {
 		prev = &session.TurnEnd{Turn: l.Turn, Status: l.Status, Stopped: l.Stopped, Error: l.Error, FinalText: l.FinalText,
-			FinalRef: l.FinalRef, FinalClaim: l.FinalClaim, FinalClaimAt: l.FinalClaimAt, StatusRef: l.StatusRef}
+			FinalRef: l.FinalRef, FinalClaim: l.FinalClaim, FinalClaimAt: l.FinalClaimAt, StatusRef: l.StatusRef,
+			StartedAt: l.StartedAt, EndedAt: l.EndedAt, Usage: l.Usage}
 	}
 	s.st.Last = session.TurnState{Turn: s.st.Turn, Status: session.StatusThinking, Backend: s.st.Backend, StartedAt: now, Previous: prev}
 	multi := len(batch) > 1
@@ -51,6 +52,9 @@ func (s *sessionRun) runTurn(ctx workflow.Context) {
 			filed = append(filed, filedMessage{pos: s.st.firstPosition() + len(s.st.Transcript) - 1, files: m.Attachments})
 		}
 	}
+	// What happened since the last turn ended, shown on this turn's card.
+	s.st.Last.Notices = append(s.st.Last.Notices, s.st.Carried...)
+	s.st.Carried = nil
 	if multi {
 		s.st.Last.Notices = append(s.st.Last.Notices, fmt.Sprintf("%d messages were taken together in this turn.", len(batch)))
 	}

@@ -1,0 +1,132 @@
+package chat
+
+import (
+	"context"
+
+	"github.com/sandbot/sandbot/session"
+)
+
+// unseenNotice is the notice on the card of a turn that ended while no bot
+// watched it, drawn afterwards from the session's transcript.
+const unseenNotice = "This turn ended while no bot was watching it; this card was completed afterwards from the session's log. /history shows everything it did."
+
+// finishUnseen finishes the turn before ts's (the current turn) when it
+// ended while no replica watched it: nobody claimed or posted its answer,
+// so nobody made its card's last edit either (finish edits the card before
+// it claims). It happens when every bot was down or cut off from the
+// session as the turn ended, and the next turn began before a scan took
+// the ended one up: the next message's watcher drew only the new turn, and
+// the old card kept offering Approve for a call that had been approved
+// and run (the long chaos run of seed 1796607650757124012).
+//
+// The claim on the turn comes first, so one replica finishes it, and the
+// card is drawn from what the session still has of the turn: its calls
+// and their results from the transcript, its decisions from the session's
+// log, how it ended from ts.Previous. The answer is posted as a watched
+// turn's is, and recorded, so no later watcher does this again; a turn
+// with a card and no answer records its card as what it posted.
+func (w *watcher) finishUnseen(ctx context.Context, ts session.TurnState) {
+	p := ts.Previous
+	if p == nil || p.Turn != ts.Turn-1 || p.Turn <= 0 || answeredElsewhere(p, w.cfg.ReplicaID) {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	hist, err := w.feed.History(cctx, w.id, session.HistoryRequest{Last: unseenHistory})
+	cancel()
+	if err != nil {
+		w.log.Warn("watcher: history for a turn that ended unwatched", "turn", p.Turn, "err", err)
+		return
+	}
+	if !w.claim(ctx, p.Turn) {
+		return
+	}
+	w.log.Info("watcher: finishing a turn that ended while no replica watched it", "turn", p.Turn, "status_ref", p.StatusRef)
+	st := unseenTurn(p, hist)
+	if p.StatusRef != "" {
+		w.addDecisions(ctx, &st)
+		v := w.newView(st)
+		card := RenderTurn(st, w.renderOptions())
+		v.pending = &card
+		w.flushFinal(ctx, v)
+	}
+	text := finalText(st)
+	if text == "" && !st.Stopped {
+		text = lastAnswer(hist, p.Turn) // a session of a build whose TurnEnd kept no text
+	}
+	if text == "" {
+		if p.StatusRef != "" {
+			// Nothing to post: the card is the turn's last word.
+			w.record(ctx, p.Turn, "final", p.StatusRef)
+		}
+		return
+	}
+	if !w.limit(ctx) {
+		return
+	}
+	ref, err := w.postAnswer(ctx, text)
+	if err != nil {
+		w.log.Error("watcher: post the answer of a turn that ended unwatched", "turn", p.Turn, "err", err)
+		return
+	}
+	w.record(ctx, p.Turn, "final", ref)
+}
+
+// unseenHistory is how many of the transcript's last entries finishUnseen
+// reads: a turn of the default 50-call cap and the current turn's first
+// entries fit.
+const unseenHistory = 200
+
+// unseenTurn is what a card can show of turn p.Turn from the transcript
+// entries hist: each call the model asked for, with its result as its
+// output; a call with no result did not finish. Decisions are added from
+// the session's log by the caller (addDecisions), which also marks a
+// rejected call.
+func unseenTurn(p *session.TurnEnd, hist []session.HistoryEntry) session.TurnState {
+	st := session.TurnState{
+		Turn: p.Turn, Status: p.Status, Stopped: p.Stopped, Error: p.Error, FinalText: p.FinalText,
+		StartedAt: p.StartedAt, EndedAt: p.EndedAt, Usage: p.Usage, StatusRef: p.StatusRef,
+		Notices: []string{unseenNotice},
+	}
+	index := map[string]int{}
+	for _, e := range hist {
+		if e.Turn != p.Turn {
+			continue
+		}
+		switch e.Msg.Role {
+		case session.RoleAssistant:
+			for _, tc := range e.Msg.ToolCalls {
+				if _, dup := index[tc.ID]; dup {
+					continue
+				}
+				index[tc.ID] = len(st.ToolCalls)
+				st.ToolCalls = append(st.ToolCalls, session.ToolCallState{
+					CallID: tc.ID, Name: tc.Name, Arguments: tc.Arguments,
+					Status: session.CallFailed, Error: "It did not finish.",
+				})
+			}
+		case session.RoleTool:
+			i, ok := index[e.Msg.ToolCallID]
+			if !ok {
+				continue
+			}
+			c := &st.ToolCalls[i]
+			c.Status, c.Error, c.EndedAt = session.CallCompleted, "", e.At
+			c.Output = tail(e.Msg.Content, session.MaxCallOutput)
+		}
+	}
+	return st
+}
+
+// tail is the last n bytes of s, cut at a rune boundary.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	for i := range min(len(s), 4) {
+		if s[i]&0xC0 != 0x80 {
+			return s[i:]
+		}
+	}
+	return s
+}

@@ -1,0 +1,121 @@
+package chat_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/chattest"
+	"github.com/sandbot/sandbot/session"
+)
+
+// unseenSessions is a session at turn 6 whose turn 5 ended while no
+// replica watched it, as prev says, with its transcript and the approval
+// of its one call on record.
+func unseenSessions(prev session.TurnEnd, histories *atomic.Int32) *chattest.Sessions {
+	hist := []session.HistoryEntry{
+		{Turn: 5, Msg: session.Message{Role: session.RoleUser, Content: "do it"}},
+		{Turn: 5, Msg: session.Message{Role: session.RoleAssistant, ToolCalls: []session.ToolCall{
+			{ID: "c1", Name: "shell", Arguments: `{"commands":["make deploy"]}`},
+			{ID: "c2", Name: "shell", Arguments: `{"commands":["make verify"]}`},
+		}}},
+		{Turn: 5, Msg: session.Message{Role: session.RoleTool, ToolCallID: "c1", Content: "deployed"}},
+		{Turn: 5, Msg: session.Message{Role: session.RoleAssistant, Content: "turn five answer"}},
+		{Turn: 6, Msg: session.Message{Role: session.RoleUser, Content: "more"}},
+	}
+	six, over := running(6, 4), done(6, 5, "turn six answer")
+	six.Previous, over.Previous = &prev, &prev
+	return &chattest.Sessions{
+		SendFn:      sendTurn(6, false),
+		TurnStateFn: (&script{states: []session.TurnState{six, over}}).next,
+		HistoryFn: func(string, session.HistoryRequest) ([]session.HistoryEntry, error) {
+			histories.Add(1)
+			return hist, nil
+		},
+		InfoFn: func(string) (session.Info, error) {
+			return session.Info{Decisions: []session.DecisionRecord{
+				{CallID: "c1", Turn: 5, Decision: session.DecisionApprove, User: session.User{ID: "U1", Name: "ann"}},
+			}}, nil
+		},
+	}
+}
+
+// TestWatcherFinishesATurnThatEndedUnwatched: the first poll of a new
+// turn's watcher finds the turn before it ended with nobody's claim on its
+// answer, so nobody made its card's last edit: the watcher makes it (the
+// decision on record, the call that has no result shown as not finished,
+// no buttons) and posts the answer.
+func TestWatcherFinishesATurnThatEndedUnwatched(t *testing.T) {
+	var histories atomic.Int32
+	f := unseenSessions(session.TurnEnd{Turn: 5, Status: session.StatusComplete, FinalText: "turn five answer", StatusRef: "m0"}, &histories)
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, nil)
+	p := &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg("e6", "more")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	var old []chat.Card
+	for _, e := range p.ops("edit") {
+		if e.Ref == "m0" {
+			old = append(old, e.Card)
+		}
+	}
+	if len(old) != 1 {
+		t.Fatalf("turn 5's card was edited %d times, want once", len(old))
+	}
+	card := old[0]
+	var text strings.Builder
+	for _, b := range card.Blocks {
+		text.WriteString(b.Text + "\n")
+		if len(b.Buttons) > 0 && b.Buttons[0].ID == chat.ActionApprove {
+			t.Errorf("the finished card still offers Approve")
+		}
+	}
+	for _, want := range []string{"make deploy", "approved by", "make verify", "It did not finish.", "no bot was watching"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("turn 5's card lacks %q:\n%s", want, text.String())
+		}
+	}
+	if card.Title != "✅ Done" {
+		t.Errorf("title %q, want ✅ Done", card.Title)
+	}
+	if got := texts(p); len(got) != 2 || got[0] != "turn five answer" || got[1] != "turn six answer" {
+		t.Errorf("posted %q, want turn 5's answer once, then turn 6's", got)
+	}
+}
+
+// TestWatcherLeavesATurnAnotherReplicaFinished: a turn whose answer
+// another replica claimed (it made the card's last edit before it
+// claimed) or posted is not touched, and its transcript not even read.
+func TestWatcherLeavesATurnAnotherReplicaFinished(t *testing.T) {
+	for name, prev := range map[string]session.TurnEnd{
+		"claimed": {Turn: 5, Status: session.StatusComplete, FinalText: "turn five answer", StatusRef: "m0", FinalClaim: "other-replica"},
+		"posted":  {Turn: 5, Status: session.StatusComplete, FinalText: "turn five answer", StatusRef: "m0", FinalRef: "t9"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var histories atomic.Int32
+			f := unseenSessions(prev, &histories)
+			clock := newAutoClock()
+			c := newTestCore(t, f, clock, nil)
+			p := &recPoster{clock: clock}
+			if err := c.HandleMessage(context.Background(), p, msg("e6", "more")); err != nil {
+				t.Fatal(err)
+			}
+			waitIdle(t, c, testThread)
+			for _, e := range p.ops("edit") {
+				if e.Ref == "m0" {
+					t.Errorf("turn 5's card was edited: %+v", e.Card)
+				}
+			}
+			if got := texts(p); len(got) != 1 || got[0] != "turn six answer" {
+				t.Errorf("posted %q, want turn 6's answer only: the other replica posts turn 5's", got)
+			}
+			if n := histories.Load(); n != 0 {
+				t.Errorf("the transcript was read %d times for a turn already finished", n)
+			}
+		})
+	}
+}
