@@ -140,10 +140,10 @@ func NewCore(cfg CoreConfig, s Sessions, log *slog.Logger) *Core {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Core{cfg: cfg.withDefaults(), s: s, log: log, commands: commandTable}
-	ends := newHoldEnds()
+	ends, posted := newHoldEnds(), newPostedAnswers()
 	c.watchers = newWatchers(func(p Poster, th Thread) *watcher {
 		cfg := c.watchConfig(th.Platform)
-		cfg.Ends = ends
+		cfg.Ends, cfg.Posted = ends, posted
 		return newWatcher(s, p, th, cfg, log)
 	})
 	return c

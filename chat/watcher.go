@@ -55,6 +55,9 @@ type watchConfig struct {
 	// Ends is when this replica's holds of each session's watch lease
 	// ended, shared by the core's watchers (nil: none kept).
 	Ends *holdEnds
+	// Posted is the last turn of each session whose answer this process
+	// posted, shared by the core's watchers (nil: none kept).
+	Posted *postedAnswers
 }
 
 // watcher follows one session's turns and renders them into its thread:

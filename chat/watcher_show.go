@@ -405,6 +405,10 @@ func (w *watcher) limit(ctx context.Context) bool {
 // record tells the session which message shows its turn, so a restarted
 // bot edits it instead of posting another.
 func (w *watcher) record(ctx context.Context, turn int, kind, ref string) {
+	if kind == chatRefFinal {
+		// Before the record, which may fail: the answer is out.
+		w.cfg.Posted.posted(w.id, turn)
+	}
 	if err := w.recordErr(ctx, turn, kind, ref); err != nil {
 		w.log.Warn("watcher: record chat ref", "kind", kind, "turn", turn, "err", err)
 	}
@@ -455,7 +459,7 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 		// (the card), or bots would keep looking for one to post, and the
 		// next turn's watcher would take the card for one nobody finished
 		// (finishUnseen).
-		w.record(ctx, ts.Turn, "final", v.ref)
+		w.record(ctx, ts.Turn, chatRefFinal, v.ref)
 		return
 	}
 	if text == "" || !w.claim(ctx, ts.Turn) || !w.limit(ctx) {
@@ -463,7 +467,7 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 	}
 	answered = true
 	if ref, took := w.endTurn(ctx, ts, text); took {
-		w.record(ctx, ts.Turn, "final", ref)
+		w.record(ctx, ts.Turn, chatRefFinal, ref)
 		return
 	}
 	ref, err := w.postAnswer(ctx, text)
@@ -471,7 +475,7 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 		w.log.Error("watcher: post final answer failed", "turn", ts.Turn, "err", err)
 		return
 	}
-	w.record(ctx, ts.Turn, "final", ref)
+	w.record(ctx, ts.Turn, chatRefFinal, ref)
 }
 
 // answerRetries are the waits between attempts to post a claimed answer
@@ -588,7 +592,7 @@ func (w *watcher) missed(ctx context.Context, v *view, next session.TurnState) {
 		if !w.catchUp(ctx, v.turn, v.turn+1, next.Turn) && v.ref != "" && next.Turn == v.turn+1 && w.claim(ctx, v.turn) {
 			// Nothing to post: the card is the turn's last word, recorded
 			// as finish records it.
-			w.record(ctx, v.turn, "final", v.ref)
+			w.record(ctx, v.turn, chatRefFinal, v.ref)
 		}
 	}
 	w.markMessages(ctx, st)
@@ -679,7 +683,7 @@ func (w *watcher) catchUp(ctx context.Context, from, to, current int) (answer bo
 		w.log.Error("watcher: post answer of unseen turn", "turn", t, "err", err)
 		return true
 	}
-	w.record(ctx, t, "final", ref)
+	w.record(ctx, t, chatRefFinal, ref)
 	return true
 }
 

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"sync"
 
 	"github.com/sandbot/sandbot/session"
 )
@@ -30,6 +31,14 @@ func (w *watcher) finishUnseen(ctx context.Context, ts session.TurnState) {
 	if p == nil || p.Turn != ts.Turn-1 || p.Turn <= 0 || answeredElsewhere(p, w.cfg.ReplicaID) {
 		return
 	}
+	if p.FinalClaim == w.cfg.ReplicaID && w.cfg.Posted.has(w.id, p.Turn) {
+		// This process claimed and posted it, and its record did not
+		// land (the session could not be reached): posting again would
+		// answer twice. The claim is granted again to the same replica,
+		// so only this memory tells the two apart.
+		w.log.Warn("watcher: the previous turn's answer was posted here and its record was lost; not posting it again", "turn", p.Turn)
+		return
+	}
 	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	hist, err := w.feed.History(cctx, w.id, session.HistoryRequest{Last: unseenHistory})
 	cancel()
@@ -56,7 +65,7 @@ func (w *watcher) finishUnseen(ctx context.Context, ts session.TurnState) {
 	if text == "" {
 		if p.StatusRef != "" {
 			// Nothing to post: the card is the turn's last word.
-			w.record(ctx, p.Turn, "final", p.StatusRef)
+			w.record(ctx, p.Turn, chatRefFinal, p.StatusRef)
 		}
 		return
 	}
@@ -68,7 +77,7 @@ func (w *watcher) finishUnseen(ctx context.Context, ts session.TurnState) {
 		w.log.Error("watcher: post the answer of a turn that ended unwatched", "turn", p.Turn, "err", err)
 		return
 	}
-	w.record(ctx, p.Turn, "final", ref)
+	w.record(ctx, p.Turn, chatRefFinal, ref)
 }
 
 // unseenHistory is how many of the transcript's last entries finishUnseen
@@ -129,4 +138,44 @@ func tail(s string, n int) string {
 		}
 	}
 	return s
+}
+
+// chatRefFinal is the chat_ref kind of a turn's answer (or of its card,
+// for a turn with nothing to post).
+const chatRefFinal = "final"
+
+// postedAnswers keeps, per session, the last turn whose answer this
+// process posted. It is safe for concurrent use; a nil *postedAnswers
+// keeps nothing.
+type postedAnswers struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func newPostedAnswers() *postedAnswers { return &postedAnswers{m: map[string]int{}} }
+
+// postedKept bounds the sessions remembered; past it the map starts over
+// (a forgotten session can only be answered again if its answer's record
+// was lost too).
+const postedKept = 4096
+
+func (a *postedAnswers) posted(id string, turn int) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.m) >= postedKept {
+		clear(a.m)
+	}
+	a.m[id] = max(a.m[id], turn)
+}
+
+func (a *postedAnswers) has(id string, turn int) bool {
+	if a == nil {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.m[id] == turn
 }

@@ -119,3 +119,48 @@ func TestWatcherLeavesATurnAnotherReplicaFinished(t *testing.T) {
 		})
 	}
 }
+
+// TestWatcherDoesNotAnswerAgainWhenItsRecordWasLost: this bot posted turn
+// 5's answer and its record did not reach the session (a server restart),
+// so turn 6's first poll finds turn 5 claimed by this very replica with no
+// answer on record, a claim the session grants it again. The bot
+// remembers that it posted, and does not post a second time.
+func TestWatcherDoesNotAnswerAgainWhenItsRecordWasLost(t *testing.T) {
+	var histories atomic.Int32
+	prev := session.TurnEnd{Turn: 5, Status: session.StatusComplete, FinalText: "turn five answer", StatusRef: "m1", FinalClaim: "bot-1"}
+	f := unseenSessions(prev, &histories)
+	f.SendFn = sendTurn(5, false)
+	five := running(5, 1, "ls")
+	f.TurnStateFn = (&script{states: []session.TurnState{five, done(5, 2, "turn five answer")}}).next
+	f.ClaimFn = func(string, session.ClaimFinalRequest) (session.ClaimFinalResponse, error) {
+		return session.ClaimFinalResponse{Granted: true}, nil
+	}
+	f.RecordFn = func(_ string, req session.ChatRefRequest) error {
+		if req.Kind == "final" {
+			return errBoom
+		}
+		return nil
+	}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) { cfg.ReplicaID = "bot-1" })
+	p := &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg("e5", "do it")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	if got := texts(p); len(got) != 1 {
+		t.Fatalf("turn 5: posted %q, want its answer", got)
+	}
+
+	six, over := running(6, 4), done(6, 5, "turn six answer")
+	six.Previous, over.Previous = &prev, &prev
+	f.SendFn = sendTurn(6, false)
+	f.TurnStateFn = (&script{states: []session.TurnState{six, over}}).next
+	if err := c.HandleMessage(context.Background(), p, msg("e6", "more")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	if got := texts(p); len(got) != 2 || got[0] != "turn five answer" || got[1] != "turn six answer" {
+		t.Errorf("posted %q, want turn 5's answer once, then turn 6's", got)
+	}
+}
