@@ -327,7 +327,13 @@ func (w *workload) soakFork(ctx context.Context, s *stack, rng *rand.Rand, paren
 		return
 	}
 	th := chat.Thread{Platform: slack.Platform, Workspace: s.slack.Options().TeamID, Channel: channel, Thread: rec.Thread}
-	for attempt := 0; attempt < 4 && ctx.Err() == nil; attempt++ {
+	// A check that fails visibly is asked again for as long as a turn may
+	// take, as runTurn's turns are: four tries at once counted a fork
+	// without its parent's change when all four met one 401 window of
+	// under two seconds (the soak under faults of 2026-12-07, fork f16:
+	// four failures in 1.1 s).
+	first := time.Now()
+	for attempt := 0; ctx.Err() == nil; attempt++ {
 		rec.Token = rec.ID
 		if attempt > 0 {
 			rec.Token = fmt.Sprintf("%sr%d", rec.ID, attempt)
@@ -339,7 +345,7 @@ func (w *workload) soakFork(ctx context.Context, s *stack, rng *rand.Rand, paren
 			return
 		}
 		rec.Outcome, _ = w.await(ctx, s, th, since, forkCheckAnswer(rec.Token))
-		if rec.Outcome != "failed" {
+		if rec.Outcome != "failed" || time.Since(first) >= w.cfg.TurnTimeout {
 			return
 		}
 	}
