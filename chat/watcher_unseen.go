@@ -120,24 +120,10 @@ func unseenTurn(p *session.TurnEnd, hist []session.HistoryEntry) session.TurnSta
 			}
 			c := &st.ToolCalls[i]
 			c.Status, c.Error, c.EndedAt = session.CallCompleted, "", e.At
-			c.Output = tail(e.Msg.Content, session.MaxCallOutput)
+			c.Output = session.CallOutput(e.Msg.Content)
 		}
 	}
 	return st
-}
-
-// tail is the last n bytes of s, cut at a rune boundary.
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[len(s)-n:]
-	for i := range min(len(s), 4) {
-		if s[i]&0xC0 != 0x80 {
-			return s[i:]
-		}
-	}
-	return s
 }
 
 // chatRefFinal is the chat_ref kind of a turn's answer (or of its card,

@@ -37,6 +37,20 @@ const (
 // MaxCallOutput caps the output kept per tool call in TurnState.
 const MaxCallOutput = 4000
 
+// CallOutput is out as ToolCallState.Output keeps it: its last
+// MaxCallOutput bytes, cut at a rune boundary and marked with "…" when
+// cut (the end of a command's output says most about how it went).
+func CallOutput(out string) string {
+	if len(out) <= MaxCallOutput {
+		return out
+	}
+	cut := len(out) - MaxCallOutput
+	for cut < len(out) && (out[cut]&0xC0) == 0x80 {
+		cut++
+	}
+	return "…" + out[cut:]
+}
+
 // ToolCallState is one tool call of the current turn, keyed by CallID.
 type ToolCallState struct {
 	CallID    string     `json:"call_id"`

@@ -501,7 +501,7 @@ func (s *sessionRun) exec(ctx workflow.Context, callID string, commands []string
 		}
 		var result string
 		if ok {
-			c.Output = tail(agent.FormatShellResult(recovered.Results), session.MaxCallOutput)
+			c.Output = session.CallOutput(agent.FormatShellResult(recovered.Results))
 			result = agent.FormatShellResult(recovered.Results)
 			if stopped {
 				result += "\n[The user stopped the turn while this call was running.]"
@@ -531,7 +531,7 @@ func (s *sessionRun) exec(ctx workflow.Context, callID string, commands []string
 		}
 	}
 	c.ExitCode = &code
-	c.Output = tail(agent.FormatShellResult(res.Results), session.MaxCallOutput)
+	c.Output = session.CallOutput(agent.FormatShellResult(res.Results))
 	s.touch()
 	s.toolResult(ctx, callID, agent.FormatShellResult(res.Results))
 	return nil
@@ -628,17 +628,6 @@ func (s *sessionRun) snapshot(ctx workflow.Context, force bool) error {
 	}
 	s.st.Fingerprint = res.Fingerprint
 	return nil
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := len(s) - n
-	for cut < len(s) && (s[cut]&0xC0) == 0x80 {
-		cut++
-	}
-	return "…" + s[cut:]
 }
 
 func oneLine(s string) string {
