@@ -97,7 +97,9 @@ func snapshotTree(ctx context.Context, dir string, base *Manifest, w *objectWrit
 			stat := appendStatKey(sb[:0], st)
 			racy := e.MTime >= racyAfter || st.Ctim.Nano() >= racyAfter
 			if p := prev[rel]; p != nil && p.Stat == string(stat) && p.Size == e.Size && p.MTime == e.MTime {
-				e.Hash, e.Location, e.Stat, e.reused = p.Hash, p.Location, p.Stat, true
+				// The base's strings, path included: the walk's own path
+				// would be a second copy, held as long as this manifest.
+				e.Path, e.Hash, e.Location, e.Stat, e.reused = p.Path, p.Hash, p.Location, p.Stat, true
 				if racy {
 					e.Stat = ""
 				}

@@ -82,9 +82,14 @@ type ManifestEntry struct {
 	// Path is slash-separated and relative to the workspace root, without
 	// a leading "./" or a trailing "/".
 	Path string
-	Type byte
 	// Mode is the permission bits and the sticky bit (0o1777).
 	Mode uint32
+	Type byte
+	// reused says the snapshot being taken copied Hash and Location from
+	// its base, so they need not be looked up again (not stored). Beside
+	// Type and Mode, as the fields' order keeps an entry at 120 bytes: a
+	// worker holds one per file of the workspaces it snapshots.
+	reused bool
 	// Size is a file's length.
 	Size int64
 	// MTime is the modification time in nanoseconds since the epoch.
@@ -101,9 +106,6 @@ type ManifestEntry struct {
 	// Empty when unknown, or when the entry changed so close to the
 	// snapshot that it could change again unseen (see racyWindow).
 	Stat string
-	// reused says the snapshot being taken copied Hash and Location from
-	// its base, so they need not be looked up again (not stored).
-	reused bool
 }
 
 // Manifest is a snapshot: the workspace's entries, parents before
@@ -117,22 +119,24 @@ type Manifest struct {
 	indexOnce sync.Once
 	byPath    map[string]*ManifestEntry
 	// byHash is where each content of the manifest is stored, and each
-	// part of it, built once.
+	// part of it, built once: pointers into Entries and stored, half the
+	// size of the Locations themselves in every slot of the map.
 	hashOnce sync.Once
-	byHash   map[string]Location
+	byHash   map[string]*Location
 }
 
 // hashIndex returns where the manifest's contents and parts are stored,
-// by hash: what a snapshot taken from it need not store again.
-func (m *Manifest) hashIndex() map[string]Location {
+// by hash: what a snapshot taken from it need not store again. Callers
+// must not modify the Locations.
+func (m *Manifest) hashIndex() map[string]*Location {
 	m.hashOnce.Do(func() {
-		m.byHash = make(map[string]Location, len(m.Entries)+len(m.stored))
-		for _, p := range m.stored {
-			m.byHash[p.hash] = p.Location
+		m.byHash = make(map[string]*Location, len(m.Entries)+len(m.stored))
+		for i := range m.stored {
+			m.byHash[m.stored[i].hash] = &m.stored[i].Location
 		}
 		for i := range m.Entries {
 			if e := &m.Entries[i]; e.Type == EntryFile {
-				m.byHash[e.Hash] = e.Location
+				m.byHash[e.Hash] = &e.Location
 			}
 		}
 	})
@@ -393,8 +397,15 @@ const maxManifestLine = 64 << 10
 // would: paths that could leave the workspace, hashes that are not
 // SHA-256 and unknown types are refused (hard links are checked across
 // the whole manifest by checkLinks).
+//
+// The entries keep their own strings, not the line they were read from:
+// parts are cached (partsCache), and an entry holding its line's 200-odd
+// bytes for the sake of a 64-byte hash made a worker's cached parts a
+// third larger. A pack's name, shared by the entries stored in it, is kept
+// once.
 func parsePart(data []byte) ([]ManifestEntry, error) {
-	var out []ManifestEntry
+	out := make([]ManifestEntry, 0, bytes.Count(data, []byte{'\n'}))
+	pack := ""
 	for n := 1; len(data) > 0; n++ {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
@@ -405,6 +416,12 @@ func parsePart(data []byte) ([]ManifestEntry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: line %d: %v", ErrBadManifest, n, err)
 		}
+		e.Path, e.Link = strings.Clone(e.Path), strings.Clone(e.Link) // Unquote returns a window on the line when it can
+		e.Hash, e.Stat = strings.Clone(e.Hash), strings.Clone(e.Stat)
+		if e.Pack != pack {
+			pack = strings.Clone(e.Pack)
+		}
+		e.Pack = pack
 		out = append(out, e)
 	}
 	return out, nil

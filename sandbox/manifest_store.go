@@ -298,14 +298,18 @@ func (c *partCache) heldEntries() int {
 	return c.held
 }
 
-// recentManifests keeps the manifests this worker wrote last, for the
-// next snapshot of the same session (see Activities.baseManifest). Few,
-// and few entries: a manifest of 20,000 entries is megabytes of heap the
-// collector scans on every cycle (the soak's worker heap followed its
-// growing workspace, two thirds of it manifests), and a miss costs one
-// read of the list and its parts. Bounded by entries as well as by count,
-// a worker's manifests take tens of megabytes at most whatever its
-// workspaces hold; a manifest larger than the whole bound is not kept.
+// recentManifests keeps the manifest this worker wrote last for each of
+// a few sessions, for the next snapshot of the same session (see
+// Activities.baseManifest), which starts from the previous turn's
+// manifest and from no older one: a session's newer manifest replaces its
+// older one. Few, and few entries: a manifest of 20,000 entries is
+// megabytes of heap the collector scans on every cycle (the soak's worker
+// heap followed its growing workspace, two thirds of it manifests; with
+// one entry per key, which is per turn, one busy session filled all four
+// places with its last four turns), and a miss costs one read of the list
+// and its parts. Bounded by entries as well as by count, a worker's
+// manifests take tens of megabytes at most whatever its workspaces hold; a
+// manifest larger than the whole bound is not kept.
 var recentManifests = &manifestCache{max: 4, maxEntries: 64 << 10}
 
 type manifestCache struct {
@@ -315,9 +319,11 @@ type manifestCache struct {
 	list       []cachedManifest // oldest first
 }
 
+// cachedManifest is a session's (owner's: its store prefix) manifest
+// stored under key with fingerprint fp.
 type cachedManifest struct {
-	key, fp string
-	m       *Manifest
+	owner, key, fp string
+	m              *Manifest
 }
 
 func (c *manifestCache) get(key, fp string) *Manifest {
@@ -338,13 +344,14 @@ func (c *manifestCache) put(key, fp string, m *Manifest) {
 	if key == "" || fp == "" {
 		return
 	}
+	owner := path.Dir(key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.list = slices.DeleteFunc(c.list, func(e cachedManifest) bool { return e.key == key })
+	c.list = slices.DeleteFunc(c.list, func(e cachedManifest) bool { return e.owner == owner })
 	if c.maxEntries > 0 && len(m.Entries) > c.maxEntries {
 		return
 	}
-	c.list = append(c.list, cachedManifest{key: key, fp: fp, m: m})
+	c.list = append(c.list, cachedManifest{owner: owner, key: key, fp: fp, m: m})
 	held := 0
 	for _, e := range c.list {
 		held += len(e.m.Entries)

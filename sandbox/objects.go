@@ -366,7 +366,7 @@ type objectWriter struct {
 	cancel context.CancelFunc // stops the other writes after a failed one
 	limit  int64              // bytes this snapshot may write; 0: no limit
 
-	inBase map[string]Location // the base's contents and parts (read only)
+	inBase map[string]*Location // the base's contents and parts (read only)
 
 	mu      sync.Mutex
 	known   map[string]Location // what this snapshot stored
@@ -405,8 +405,10 @@ func (w *objectWriter) lookupLocked(h string) (Location, bool) {
 	if l, ok := w.known[h]; ok {
 		return l, true
 	}
-	l, ok := w.inBase[h]
-	return l, ok
+	if l, ok := w.inBase[h]; ok {
+		return *l, true
+	}
+	return Location{}, false
 }
 
 // claim reports whether the caller should store the content h: not
