@@ -135,6 +135,20 @@ type CardFinder interface {
 	FindCards(ctx context.Context, th Thread, key, after string) ([]string, error)
 }
 
+// AnswerFinder is an optional Poster capability: the ref of the first
+// message of an answer PostText posted in th with exactly this markdown,
+// among this bot's messages after the message after and before the
+// message before ("": no bound), or "" when there is none. A replica that
+// takes a turn's answer claim over from another
+// (session.ClaimFinalResponse.Earlier) looks before it posts: the other
+// may have posted the answer and died before recording it, and the answer
+// would show twice (the chaos soak under faults: fork f05's answer).
+// Bounded by the next turn's first message, an equal answer of a later
+// turn ("Done.") is not taken for this turn's.
+type AnswerFinder interface {
+	FindAnswer(ctx context.Context, th Thread, markdown, after, before string) (string, error)
+}
+
 // Attacher is an optional Poster capability: put a text file into the
 // thread (Slack files upload, a Discord attachment). The watcher attaches
 // a card's Attachments before it shows the card; on a Poster without it,

@@ -60,3 +60,91 @@ func TestFailedFinalCardEditIsMadeAgain(t *testing.T) {
 		t.Errorf("answer at event %d, the card's last edit at %d: the card must be settled before the answer lets the next turn start", answer, final)
 	}
 }
+
+// answerPoster is a recPoster that implements chat.AnswerFinder over
+// answers another replica posted (by text), recording each lookup.
+type answerPoster struct {
+	*recPoster
+	mu      sync.Mutex
+	others  map[string]string // text → ref, posted by another replica
+	lookups [][3]string       // markdown, after, before
+}
+
+func (p *answerPoster) FindAnswer(_ context.Context, _ chat.Thread, md, after, before string) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lookups = append(p.lookups, [3]string{md, after, before})
+	return p.others[md], nil
+}
+
+// A replica that takes a turn's answer claim over from another
+// (ClaimFinalResponse.Earlier) looks in the thread first: the other may
+// have posted the answer and died before recording it. Found, its post is
+// recorded and nothing is posted again (the soak under faults' fork f05:
+// an answer posted twice); not found, the answer is posted. A claim
+// nobody held costs no lookup.
+func TestTakenOverClaimLooksForTheEarlierHoldersAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name, earlier string
+		posted        bool // by the earlier holder
+		wantPosts     int
+		wantLookups   int
+		wantFinal     string // "": the ref of this replica's post
+	}{
+		{"posted by the claim's earlier holder", "bot-1", true, 0, 1, "m-bot-1"},
+		{"claimed and never posted by the earlier holder", "bot-1", false, 1, 1, ""},
+		{"a claim nobody held", "", true, 1, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var finals []string
+			five := done(5, 2, "turn five answer")
+			five.MessageRefs = []string{"u5"}
+			f := &chattest.Sessions{
+				SendFn:      sendTurn(5, false),
+				TurnStateFn: (&script{states: []session.TurnState{running(5, 1, "ls"), five}}).next,
+				ClaimFn: func(_ string, req session.ClaimFinalRequest) (session.ClaimFinalResponse, error) {
+					return session.ClaimFinalResponse{Granted: true, Earlier: tc.earlier}, nil
+				},
+				RecordFn: func(_ string, req session.ChatRefRequest) error {
+					if req.Kind == "final" {
+						mu.Lock()
+						finals = append(finals, req.Ref)
+						mu.Unlock()
+					}
+					return nil
+				},
+			}
+			clock := newAutoClock()
+			c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) { cfg.ReplicaID = "bot-2" })
+			p := &answerPoster{recPoster: &recPoster{clock: clock}, others: map[string]string{}}
+			if tc.posted {
+				p.others["turn five answer"] = "m-bot-1"
+			}
+			if err := c.HandleMessage(context.Background(), p, msg("e5", "do it")); err != nil {
+				t.Fatal(err)
+			}
+			waitIdle(t, c, testThread)
+			if got := texts(p.recPoster); len(got) != tc.wantPosts {
+				t.Errorf("posted %q; want the answer posted %d times", got, tc.wantPosts)
+			}
+			p.mu.Lock()
+			lookups := p.lookups
+			p.mu.Unlock()
+			if len(lookups) != tc.wantLookups {
+				t.Errorf("looked in the thread %d times, want %d", len(lookups), tc.wantLookups)
+			} else if len(lookups) == 1 && lookups[0] != [3]string{"turn five answer", "u5", ""} {
+				t.Errorf("looked for %q; want the answer after the turn's first message u5", lookups[0])
+			}
+			want := tc.wantFinal
+			if posts := p.ops("text"); want == "" && len(posts) > 0 {
+				want = posts[0].Ref
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(finals) != 1 || finals[0] != want {
+				t.Errorf("recorded the answer as %q, want %q", finals, want)
+			}
+		})
+	}
+}

@@ -462,15 +462,28 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 		w.record(ctx, ts.Turn, chatRefFinal, v.ref)
 		return
 	}
-	if text == "" || !w.claim(ctx, ts.Turn) || !w.limit(ctx) {
+	if text == "" {
 		return
 	}
-	answered = true
-	if ref, took := w.endTurn(ctx, ts, text); took {
-		w.record(ctx, ts.Turn, chatRefFinal, ref)
+	ok, earlier := w.claimAnswer(ctx, ts.Turn)
+	if !ok || !w.limit(ctx) {
 		return
 	}
-	ref, err := w.postAnswer(ctx, text)
+	if earlier != "" {
+		// The earlier holder may have posted the answer (postClaimed
+		// looks first): not into this replica's stream, which would show
+		// it again.
+		answered = true
+		w.endTurn(ctx, ts, "")
+	}
+	if !answered {
+		answered = true
+		if ref, took := w.endTurn(ctx, ts, text); took {
+			w.record(ctx, ts.Turn, chatRefFinal, ref)
+			return
+		}
+	}
+	ref, err := w.postClaimed(ctx, ts.Turn, text, earlier, firstRef(ts.MessageRefs), "")
 	if err != nil {
 		w.log.Error("watcher: post final answer failed", "turn", ts.Turn, "err", err)
 		return
@@ -484,6 +497,34 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 // session.FinalClaimGrace, so no other replica takes the claim over and
 // posts the answer too while this one is still trying.
 var answerRetries = []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second}
+
+// postClaimed posts turn's answer under a claim this replica was just
+// granted, unless the replica that held the claim before (earlier) posted
+// it already: then the ref of that post, found in the thread between the
+// messages after and before (see AnswerFinder). A Poster that cannot look
+// posts; the answer is never left unposted for want of a look, and a
+// failed look posts too.
+func (w *watcher) postClaimed(ctx context.Context, turn int, text, earlier, after, before string) (string, error) {
+	if f, ok := w.p.(AnswerFinder); ok && earlier != "" {
+		ref, err := f.FindAnswer(ctx, w.th, text, after, before)
+		switch {
+		case err != nil:
+			w.log.Warn("watcher: look for the answer the claim's earlier holder may have posted; posting it", "turn", turn, "earlier", earlier, "err", err)
+		case ref != "":
+			w.log.Info("watcher: the claim's earlier holder posted the answer and did not record it; recording its post", "turn", turn, "earlier", earlier, "ref", ref)
+			return ref, nil
+		}
+	}
+	return w.postAnswer(ctx, text)
+}
+
+// firstRef is refs' first, or "".
+func firstRef(refs []string) string {
+	if len(refs) == 0 {
+		return ""
+	}
+	return refs[0]
+}
 
 // postAnswer posts a turn's answer, trying again after answerRetries.
 func (w *watcher) postAnswer(ctx context.Context, text string) (string, error) {
@@ -510,17 +551,24 @@ func (w *watcher) postAnswer(ctx context.Context, text string) (string, error) {
 // with no final ref and the next watcher (a later message, a restart's
 // Resume) posts it.
 func (w *watcher) claim(ctx context.Context, turn int) bool {
+	ok, _ := w.claimAnswer(ctx, turn)
+	return ok
+}
+
+// claimAnswer is claim, with the replica whose claim the grant took over
+// ("" for none): it may have posted the answer already (postClaimed).
+func (w *watcher) claimAnswer(ctx context.Context, turn int) (granted bool, earlier string) {
 	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	defer cancel()
 	res, err := w.feed.ClaimFinal(cctx, w.id, session.ClaimFinalRequest{Turn: turn, Claimer: w.cfg.ReplicaID})
 	if err != nil {
 		w.log.Warn("watcher: claim final answer", "turn", turn, "err", err)
-		return false
+		return false, ""
 	}
 	if !res.Granted {
 		w.log.Debug("watcher: another replica posts the answer", "turn", turn, "holder", res.Holder, "posted", res.Posted)
 	}
-	return res.Granted
+	return res.Granted, res.Earlier
 }
 
 // finalText is what a finished turn posts as its own message, with the
@@ -589,7 +637,7 @@ func (w *watcher) missed(ctx context.Context, v *view, next session.TurnState) {
 	w.share(ctx, v, st)
 	w.endTurn(ctx, st, "")
 	if p := next.Previous; v.last.FinalRef == "" && (p == nil || p.Turn != v.turn || p.FinalRef == "") {
-		if !w.catchUp(ctx, v.turn, v.turn+1, next.Turn) && v.ref != "" && next.Turn == v.turn+1 && w.claim(ctx, v.turn) {
+		if !w.catchUp(ctx, v.turn, v.turn+1, next.Turn, firstRef(v.last.MessageRefs), firstRef(next.MessageRefs)) && v.ref != "" && next.Turn == v.turn+1 && w.claim(ctx, v.turn) {
 			// Nothing to post: the card is the turn's last word, recorded
 			// as finish records it.
 			w.record(ctx, v.turn, chatRefFinal, v.ref)
@@ -654,8 +702,9 @@ func (w *watcher) addDecisions(ctx context.Context, st *session.TurnState) {
 // the current turn and the one before only, and the soak (400 turns, no
 // faults) posted two answers twice when they were posted unclaimed. It
 // reports whether the turn had an answer to post (or its transcript could
-// not be read): false says there was nothing to post.
-func (w *watcher) catchUp(ctx context.Context, from, to, current int) (answer bool) {
+// not be read): false says there was nothing to post. after and before
+// bound where in the thread the turn's answer can be (postClaimed).
+func (w *watcher) catchUp(ctx context.Context, from, to, current int, after, before string) (answer bool) {
 	t := current - 1
 	if from < t {
 		w.log.Warn("watcher: answers of turns two or more back are not posted: the session keeps no claim for them and another replica may have posted them",
@@ -675,10 +724,11 @@ func (w *watcher) catchUp(ctx context.Context, from, to, current int) (answer bo
 	if text == "" {
 		return false
 	}
-	if !w.claim(ctx, t) || !w.limit(ctx) {
+	ok, earlier := w.claimAnswer(ctx, t)
+	if !ok || !w.limit(ctx) {
 		return true
 	}
-	ref, err := w.p.PostText(ctx, w.th, text)
+	ref, err := w.postClaimed(ctx, t, text, earlier, after, before)
 	if err != nil {
 		w.log.Error("watcher: post answer of unseen turn", "turn", t, "err", err)
 		return true

@@ -46,7 +46,8 @@ func (w *watcher) finishUnseen(ctx context.Context, ts session.TurnState) {
 		w.log.Warn("watcher: history for a turn that ended unwatched", "turn", p.Turn, "err", err)
 		return
 	}
-	if !w.claim(ctx, p.Turn) {
+	granted, earlier := w.claimAnswer(ctx, p.Turn)
+	if !granted {
 		return
 	}
 	w.log.Info("watcher: finishing a turn that ended while no replica watched it", "turn", p.Turn, "status_ref", p.StatusRef)
@@ -72,7 +73,9 @@ func (w *watcher) finishUnseen(ctx context.Context, ts session.TurnState) {
 	if !w.limit(ctx) {
 		return
 	}
-	ref, err := w.postAnswer(ctx, text)
+	// Its card came before its answer, and the current turn's first
+	// message after it.
+	ref, err := w.postClaimed(ctx, p.Turn, text, earlier, p.StatusRef, firstRef(ts.MessageRefs))
 	if err != nil {
 		w.log.Error("watcher: post the answer of a turn that ended unwatched", "turn", p.Turn, "err", err)
 		return

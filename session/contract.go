@@ -399,6 +399,11 @@ type ClaimFinalResponse struct {
 	Holder string `json:"holder,omitempty"`
 	// Posted is true when the answer was already posted (FinalRef is set).
 	Posted bool `json:"posted,omitempty"`
+	// Earlier is the replica whose claim this grant took over ("" for a
+	// claim nobody held). That replica may have posted the answer and died
+	// before recording it, so the new holder looks in the thread before it
+	// posts (chat.AnswerFinder).
+	Earlier string `json:"earlier,omitempty"`
 }
 
 // FinalClaimTakeover is how long a claim without a posted answer holds

@@ -406,8 +406,9 @@ func (s *sessionRun) onClaimFinal(ctx workflow.Context, req session.ClaimFinalRe
 		if p.FinalClaim != "" && p.FinalClaim != req.Claimer && now.Sub(p.FinalClaimAt) < session.FinalClaimTakeover {
 			return session.ClaimFinalResponse{Holder: p.FinalClaim}, nil
 		}
+		earlier := tookOver(p.FinalClaim, req.Claimer)
 		p.FinalClaim, p.FinalClaimAt = req.Claimer, now
-		return session.ClaimFinalResponse{Granted: true}, nil
+		return session.ClaimFinalResponse{Granted: true, Earlier: earlier}, nil
 	}
 	last := &s.st.Last
 	if last.FinalRef != "" {
@@ -429,8 +430,18 @@ func (s *sessionRun) onClaimFinal(ctx workflow.Context, req session.ClaimFinalRe
 	if last.FinalClaim != "" && last.FinalClaim != req.Claimer && now.Sub(last.FinalClaimAt) < session.FinalClaimTakeover && !leased {
 		return session.ClaimFinalResponse{Holder: last.FinalClaim}, nil
 	}
+	earlier := tookOver(last.FinalClaim, req.Claimer)
 	last.FinalClaim, last.FinalClaimAt = req.Claimer, now
-	return session.ClaimFinalResponse{Granted: true}, nil
+	return session.ClaimFinalResponse{Granted: true, Earlier: earlier}, nil
+}
+
+// tookOver is the replica whose claim a grant to claimer replaces: held
+// is the claim's holder until now ("" for none, or claimer's own).
+func tookOver(held, claimer string) string {
+	if held == claimer {
+		return ""
+	}
+	return held
 }
 
 func (s *sessionRun) validateSetTitle(ctx workflow.Context, req session.SetTitleRequest) error {

@@ -63,8 +63,9 @@ func TestReplayCatchesAnUnversionedChange(t *testing.T) {
 
 // Two bot replicas that both watched a turn ask to post its answer; the
 // workflow grants one. A claim whose holder never recorded the post can be
-// taken over after FinalClaimTakeover, and once the post is recorded nobody
-// posts again.
+// taken over after FinalClaimTakeover (the grant names the claim's earlier
+// holder, who may have posted and died before recording it), and once the
+// post is recorded nobody posts again.
 func TestFinalPostIsClaimedOnce(t *testing.T) {
 	h := newHarness(t, final("answer"))
 	h.at(0, func() { h.send("e1", "hi") })
@@ -94,8 +95,8 @@ func TestFinalPostIsClaimedOnce(t *testing.T) {
 	want := []session.ClaimFinalResponse{
 		{Granted: true},
 		{Holder: "bot-a"},
-		{Granted: true},
-		{Granted: true}, // bot-a never posted: bot-b takes over
+		{Granted: true},                   // bot-a again: its own claim, nobody's taken over
+		{Granted: true, Earlier: "bot-a"}, // bot-a never recorded a post: bot-b takes over, told whose claim it was
 		{Posted: true, Holder: "bot-b"},
 	}
 	if len(got) != len(want) {
@@ -193,7 +194,7 @@ func TestFinalClaimFollowsTheWatchLease(t *testing.T) {
 		{Holder: "bot-b"},
 		{Granted: true},
 		{Holder: "bot-b"},
-		{Granted: true},
+		{Granted: true, Earlier: "bot-b"}, // bot-b may have posted: bot-a looks first (chat.AnswerFinder)
 	}
 	if len(got) != len(want) {
 		t.Fatalf("claims answered: %+v", got)

@@ -104,3 +104,66 @@ func TestFindCardsIgnoresForgedCards(t *testing.T) {
 		t.Errorf("FindCards = %q, want only the bot's own card %q", got, ours)
 	}
 }
+
+// FindAnswer finds this bot's answer by the content of the first message
+// PostText posts for it (discordgo reading GET messages?after= from the
+// fake), only between the messages named: an equal answer of a later
+// turn, past before, is not this turn's; a user's message with the same
+// text is never the bot's answer; an answer too long for its parts is
+// found by its preview.
+func TestFindAnswerByItsFirstMessage(t *testing.T) {
+	t.Parallel()
+	f := fakediscord.Start(t, fakediscord.Options{})
+	rec := &chattest.Core{}
+	a := start(t, config(f), rec)
+	th := startSession(t, f, rec)
+	ctx := t.Context()
+	say := func(text string) string {
+		t.Helper()
+		m, err := f.UserMessage(th.Thread, fakediscord.Member{User: fakediscord.User{ID: "1000000000000000002", Username: "ada"}}, text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.ID
+	}
+	postText := func(md string) string {
+		t.Helper()
+		ref, err := a.PostText(ctx, th, md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ref
+	}
+	const answer = "**Done.** All tests pass."
+	long := strings.Repeat("A long answer line.\n", 600) // past 4 parts of 2,000
+	turn1 := say("first")
+	say(answer) // a user quoting it: not the bot's
+	ours := postText(answer)
+	turn2 := say("again")
+	later := postText(answer) // the next turn's, equal
+	longRef := postText(long)
+
+	find := func(md, after, before string) string {
+		t.Helper()
+		ref, err := a.FindAnswer(ctx, th, md, after, before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ref
+	}
+	if got := find(answer, turn1, turn2); got != ours {
+		t.Errorf("FindAnswer between turn 1's message and turn 2's = %q, want the bot's answer %q", got, ours)
+	}
+	if got := find(answer, ours, turn2); got != "" {
+		t.Errorf("FindAnswer after the bot's answer, before turn 2's message = %q, want none (turn 2's equal answer is past the bound)", got)
+	}
+	if got := find(answer, turn2, ""); got != later {
+		t.Errorf("FindAnswer after turn 2's message = %q, want turn 2's answer %q", got, later)
+	}
+	if got := find("Not posted.", turn1, ""); got != "" {
+		t.Errorf("FindAnswer of an answer never posted = %q, want none", got)
+	}
+	if got := find(long, turn2, ""); got != longRef {
+		t.Errorf("FindAnswer of a long answer = %q, want its preview message %q", got, longRef)
+	}
+}

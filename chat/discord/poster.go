@@ -70,30 +70,47 @@ const findCardsPages = 5
 // message of another app, or a user's, is never one of them, whatever its
 // embed says.
 func (a *Adapter) FindCards(ctx context.Context, th chat.Thread, key, after string) ([]string, error) {
+	want := CardKeyURL(key)
+	var refs []string
+	err := a.ownMessages(ctx, th, after, func(m *discordgo.Message) bool {
+		if len(m.Embeds) > 0 && m.Embeds[0].URL == want {
+			refs = append(refs, m.ID)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("discord: find cards: %w", err)
+	}
+	return refs, nil
+}
+
+// ownMessages calls visit with this bot's messages in th newer than after
+// ("": from the thread's start), oldest first, read with GET
+// /channels/{id}/messages?after= up to findCardsPages pages, until visit
+// returns false.
+func (a *Adapter) ownMessages(ctx context.Context, th chat.Thread, after string, visit func(*discordgo.Message) bool) error {
 	self := a.bot()
 	if self == "" {
-		return nil, errors.New("discord: find cards: the bot's own user is not known yet (no READY)")
+		return errors.New("the bot's own user is not known yet (no READY)")
 	}
-	want := CardKeyURL(key)
 	cursor := cmp.Or(after, "0") // "0": from the thread's start
-	var refs []string
 	for range findCardsPages {
 		msgs, err := a.s.ChannelMessages(target(th), 100, "", cursor, "", discordgo.WithContext(ctx))
 		if err != nil {
-			return nil, fmt.Errorf("discord: find cards in %s: %w", target(th), err)
+			return fmt.Errorf("messages of %s: %w", target(th), err)
 		}
 		// Newest first, as Discord sorts every page.
 		for _, m := range slices.Backward(msgs) {
-			if m.Author != nil && m.Author.ID == self && len(m.Embeds) > 0 && m.Embeds[0].URL == want {
-				refs = append(refs, m.ID)
+			if m.Author != nil && m.Author.ID == self && !visit(m) {
+				return nil
 			}
 		}
 		if len(msgs) < 100 {
-			break
+			return nil
 		}
 		cursor = msgs[0].ID
 	}
-	return refs, nil
+	return nil
 }
 
 var _ chat.TakeoverPacer = (*Adapter)(nil)
@@ -182,13 +199,7 @@ func (a *Adapter) PostText(ctx context.Context, th chat.Thread, markdown string)
 		}
 		return first, nil
 	}
-	full := markdown
-	note := fmt.Sprintf("\n\n-# The full answer (%d characters) is attached as answer.md.", textLen(markdown))
-	if len(full) > maxUpload {
-		full = full[:maxUpload]
-		note = fmt.Sprintf("\n\n-# The answer is %d bytes; answer.md holds the first %d.", len(markdown), maxUpload)
-	}
-	preview := SplitMarkdown(markdown, MaxContent-textLen(note))[0] + note
+	preview, full := answerFile(markdown)
 	msg, err := a.s.ChannelMessageSendComplex(ch, &discordgo.MessageSend{
 		Content:         preview,
 		Files:           []*discordgo.File{{Name: "answer.md", ContentType: "text/markdown; charset=utf-8", Reader: strings.NewReader(full)}},
@@ -198,6 +209,69 @@ func (a *Adapter) PostText(ctx context.Context, th chat.Thread, markdown string)
 		return "", fmt.Errorf("discord: post answer file in %s: %w", ch, err)
 	}
 	return msg.ID, nil
+}
+
+// answerFile is the message of an answer too long for MaxAnswerParts
+// messages (markdown made safe): a preview with a note, and the file
+// answer.md.
+func answerFile(markdown string) (preview, full string) {
+	full = markdown
+	note := fmt.Sprintf("\n\n-# The full answer (%d characters) is attached as answer.md.", textLen(markdown))
+	if len(full) > maxUpload {
+		full = full[:maxUpload]
+		note = fmt.Sprintf("\n\n-# The answer is %d bytes; answer.md holds the first %d.", len(markdown), maxUpload)
+	}
+	return SplitMarkdown(markdown, MaxContent-textLen(note))[0] + note, full
+}
+
+// answerHead is the content of the first message PostText posts for
+// markdown ("" for a blank one, which it refuses).
+func (a *Adapter) answerHead(markdown string) string {
+	markdown = safetext.Text(markdown)
+	parts := SplitMarkdown(markdown, MaxContent)
+	switch {
+	case len(parts) == 0:
+		return ""
+	case len(parts) <= a.cfg.MaxAnswerParts:
+		return parts[0]
+	}
+	preview, _ := answerFile(markdown)
+	return preview
+}
+
+var _ chat.AnswerFinder = (*Adapter)(nil)
+
+// FindAnswer implements chat.AnswerFinder: this bot's message in th newer
+// than after and older than before whose content is the first one
+// PostText posts for markdown, read with GET
+// /channels/{id}/messages?after= page by page.
+func (a *Adapter) FindAnswer(ctx context.Context, th chat.Thread, markdown, after, before string) (string, error) {
+	want, ref := a.answerHead(markdown), ""
+	if want == "" {
+		return "", nil
+	}
+	err := a.ownMessages(ctx, th, after, func(m *discordgo.Message) bool {
+		if before != "" && !idBefore(m.ID, before) {
+			return false
+		}
+		if m.Content == want {
+			ref = m.ID
+		}
+		return ref == ""
+	})
+	if err != nil {
+		return "", fmt.Errorf("discord: find answer: %w", err)
+	}
+	return ref, nil
+}
+
+// idBefore reports whether snowflake a is older than b: the longer number
+// is the larger, and equal lengths compare as text.
+func idBefore(a, b string) bool {
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	return a < b
 }
 
 // Attach implements chat.Attacher: a message in th carrying the file,

@@ -2,6 +2,7 @@ package slack_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sandbot/sandbot/chat"
@@ -74,5 +75,58 @@ func TestFindCardsIgnoresForgedCards(t *testing.T) {
 	}
 	if !slices.Equal(got, []string{ours}) {
 		t.Errorf("FindCards = %q, want only the bot's own card %q", got, ours)
+	}
+}
+
+// FindAnswer finds this bot's answer by the text of the first message
+// PostText posts for it (the real slack-go client reading
+// conversations.replies from the fake), only between the messages named:
+// an equal answer of a later turn, past before, is not this turn's; a
+// user's message with the same text is never the bot's answer; a long
+// answer is found by its summary.
+func TestFindAnswerByItsFirstMessage(t *testing.T) {
+	ctx := testCtx(t)
+	env, th := posterEnv(t, slacktest.Options{})
+	a := env.Adapter
+	say := func(text string) string {
+		return env.Fake.Say(fakeslack.UserMessage{Channel: th.Channel, ThreadTS: th.Thread, User: "U0001", Text: text}).Message.TS
+	}
+	postText := func(md string) string {
+		t.Helper()
+		ref, err := a.PostText(ctx, th, md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ref
+	}
+	turn1 := say("first")
+	say("**Done.** All tests pass.") // a user quoting it: not the bot's
+	ours := postText("**Done.** All tests pass.")
+	turn2 := say("again")
+	later := postText("**Done.** All tests pass.") // the next turn's, equal
+	long := postText(strings.Repeat("A long answer line.\n", 800))
+
+	find := func(md, after, before string) string {
+		t.Helper()
+		ref, err := a.FindAnswer(ctx, th, md, after, before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ref
+	}
+	if got := find("**Done.** All tests pass.", turn1, turn2); got != ours {
+		t.Errorf("FindAnswer between turn 1's message and turn 2's = %q, want the bot's answer %q", got, ours)
+	}
+	if got := find("**Done.** All tests pass.", ours, turn2); got != "" {
+		t.Errorf("FindAnswer after the bot's answer, before turn 2's message = %q, want none (turn 2's equal answer is past the bound)", got)
+	}
+	if got := find("**Done.** All tests pass.", turn2, ""); got != later {
+		t.Errorf("FindAnswer after turn 2's message = %q, want turn 2's answer %q", got, later)
+	}
+	if got := find("Not posted.", turn1, ""); got != "" {
+		t.Errorf("FindAnswer of an answer never posted = %q, want none", got)
+	}
+	if got := find(strings.Repeat("A long answer line.\n", 800), turn2, ""); got != long {
+		t.Errorf("FindAnswer of a long answer = %q, want its summary message %q", got, long)
 	}
 }

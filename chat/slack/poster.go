@@ -132,12 +132,26 @@ const findCardsPages = 5
 // the message after whose first block carries key (ToBlocks puts it in
 // the block_id), read with conversations.replies from after on.
 func (a *Adapter) FindCards(ctx context.Context, th chat.Thread, key, after string) ([]string, error) {
+	var refs []string
+	err := a.ownReplies(ctx, th, after, "", func(m slackgo.Message) bool {
+		if cardKey(m.Blocks) == key {
+			refs = append(refs, m.Timestamp)
+		}
+		return true
+	})
+	return refs, err
+}
+
+// ownReplies calls visit with this bot's replies in th (not its first
+// message) newer than oldest and older than latest ("": no bound), oldest
+// first, read with conversations.replies up to findCardsPages pages, until
+// visit returns false.
+func (a *Adapter) ownReplies(ctx context.Context, th chat.Thread, oldest, latest string, visit func(slackgo.Message) bool) error {
 	if th.Thread == "" {
-		return nil, nil
+		return nil
 	}
 	self := a.identity()
-	p := &slackgo.GetConversationRepliesParameters{ChannelID: th.Channel, Timestamp: th.Thread, Limit: 200, Oldest: after}
-	var refs []string
+	p := &slackgo.GetConversationRepliesParameters{ChannelID: th.Channel, Timestamp: th.Thread, Limit: 200, Oldest: oldest, Latest: latest}
 	for range findCardsPages {
 		var msgs []slackgo.Message
 		var more bool
@@ -148,20 +162,20 @@ func (a *Adapter) FindCards(ctx context.Context, th chat.Thread, key, after stri
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("slack: conversations.replies: %w", err)
+			return fmt.Errorf("slack: conversations.replies: %w", err)
 		}
 		for _, m := range msgs {
 			mine := (self.BotID != "" && m.BotID == self.BotID) || (self.UserID != "" && m.User == self.UserID)
-			if mine && m.Timestamp != th.Thread && cardKey(m.Blocks) == key {
-				refs = append(refs, m.Timestamp)
+			if mine && m.Timestamp != th.Thread && !visit(m) {
+				return nil
 			}
 		}
 		if !more || next == "" {
-			break
+			return nil
 		}
 		p.Cursor = next
 	}
-	return refs, nil
+	return nil
 }
 
 // Delete implements chat.Deleter with chat.delete: the core deletes a
@@ -212,10 +226,7 @@ func (a *Adapter) PostText(ctx context.Context, th chat.Thread, markdown string)
 }
 
 func (a *Adapter) postParts(ctx context.Context, th chat.Thread, mrk string) (string, error) {
-	parts := SplitMessages(mrk, a.limits)
-	if len(parts) == 0 {
-		parts = []Part{{Text: "_(empty answer)_", Sections: []string{"_(empty answer)_"}}}
-	}
+	parts := a.answerParts(mrk)
 	var first string
 	for i, p := range parts {
 		ts, err := a.post(ctx, th, p.Text, sectionBlocks(p.Sections))
@@ -229,6 +240,42 @@ func (a *Adapter) postParts(ctx context.Context, th chat.Thread, mrk string) (st
 	return first, nil
 }
 
+// answerParts are the messages postParts posts for mrk.
+func (a *Adapter) answerParts(mrk string) []Part {
+	parts := SplitMessages(mrk, a.limits)
+	if len(parts) == 0 {
+		parts = []Part{{Text: "_(empty answer)_", Sections: []string{"_(empty answer)_"}}}
+	}
+	return parts
+}
+
+// answerHead is the text of the first message PostText posts for
+// markdown.
+func (a *Adapter) answerHead(markdown string) string {
+	if TextLen(markdown) > a.cfg.FileUploadThreshold {
+		_, _, summary := longSummary(markdown)
+		return summary
+	}
+	return a.answerParts(Mrkdwn(markdown))[0].Text
+}
+
+var _ chat.AnswerFinder = (*Adapter)(nil)
+
+// FindAnswer implements chat.AnswerFinder: this bot's message in th
+// between after and before whose text is the first one PostText posts
+// for markdown, read with conversations.replies (oldest and latest bound
+// it, both exclusive).
+func (a *Adapter) FindAnswer(ctx context.Context, th chat.Thread, markdown, after, before string) (string, error) {
+	want, ref := a.answerHead(markdown), ""
+	err := a.ownReplies(ctx, th, after, before, func(m slackgo.Message) bool {
+		if m.Text == want {
+			ref = m.Timestamp
+		}
+		return ref == ""
+	})
+	return ref, err
+}
+
 func sectionBlocks(sections []string) []slackgo.Block {
 	out := make([]slackgo.Block, len(sections))
 	for i, s := range sections {
@@ -237,17 +284,22 @@ func sectionBlocks(sections []string) []slackgo.Block {
 	return out
 }
 
+// longSummary is the first message of a long answer: its head, the note
+// on the attached file, and the text of both.
+func longSummary(markdown string) (head, note, summary string) {
+	if parts := chunk(Mrkdwn(markdown), summaryChars); len(parts) > 0 {
+		head = parts[0]
+	}
+	note = fmt.Sprintf("_The full answer (%d characters) is attached as answer.md._", TextLen(markdown))
+	return head, note, strings.TrimSpace(head + "\n\n" + note)
+}
+
 // postLong posts the head of a long answer, then uploads the whole answer
 // (the original Markdown) into the thread as answer.md. If the upload
 // fails, the answer is posted split instead, so nothing is lost.
 func (a *Adapter) postLong(ctx context.Context, th chat.Thread, markdown string) (string, error) {
 	mrk := Mrkdwn(markdown)
-	head := ""
-	if parts := chunk(mrk, summaryChars); len(parts) > 0 {
-		head = parts[0]
-	}
-	note := fmt.Sprintf("_The full answer (%d characters) is attached as answer.md._", TextLen(markdown))
-	summary := strings.TrimSpace(head + "\n\n" + note)
+	head, note, summary := longSummary(markdown)
 	ts, err := a.post(ctx, th, summary, []slackgo.Block{section(head), slackgo.NewContextBlock("", mrkdwn(note))})
 	if err != nil {
 		return "", err

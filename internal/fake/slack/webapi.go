@@ -363,13 +363,20 @@ func (s *Server) repliesLocked(req request) result {
 	if limit <= 0 {
 		limit = 1000
 	}
-	// oldest: only replies after it (at it too with inclusive), as Slack
-	// does; the thread's root message always comes first.
-	oldest, inclusive := req.form.Get("oldest"), req.form.Get("inclusive") == "true" || req.form.Get("inclusive") == "1"
+	// oldest: only replies after it, latest: only replies before it (at
+	// them too with inclusive), as Slack does; the thread's root message
+	// always comes first.
+	oldest, latest := req.form.Get("oldest"), req.form.Get("latest")
+	inclusive := req.form.Get("inclusive") == "true" || req.form.Get("inclusive") == "1"
 	msgs := []any{}
 	for _, m := range s.msgs[ch] {
 		if m.TS != ts && oldest != "" {
 			if c := compareTS(m.TS, oldest); c < 0 || (c == 0 && !inclusive) {
+				continue
+			}
+		}
+		if m.TS != ts && latest != "" {
+			if c := compareTS(m.TS, latest); c > 0 || (c == 0 && !inclusive) {
 				continue
 			}
 		}
