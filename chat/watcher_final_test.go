@@ -82,27 +82,37 @@ func (p *answerPoster) FindAnswer(_ context.Context, _ chat.Thread, md, after, b
 // have posted the answer and died before recording it. Found, its post is
 // recorded and nothing is posted again (the soak under faults' fork f05:
 // an answer posted twice); not found, the answer is posted. A claim
-// nobody held costs no lookup.
+// nobody held costs no lookup, and so does a turn with neither a message
+// nor a card to look from: an equal answer of an older turn anywhere in
+// the thread would be taken for its own, and the answer lost.
 func TestTakenOverClaimLooksForTheEarlierHoldersAnswer(t *testing.T) {
 	for _, tc := range []struct {
 		name, earlier string
 		posted        bool // by the earlier holder
+		unanchored    bool // the turn has no message ref and no card
 		wantPosts     int
 		wantLookups   int
 		wantFinal     string // "": the ref of this replica's post
 	}{
-		{"posted by the claim's earlier holder", "bot-1", true, 0, 1, "m-bot-1"},
-		{"claimed and never posted by the earlier holder", "bot-1", false, 1, 1, ""},
-		{"a claim nobody held", "", true, 1, 0, ""},
+		{"posted by the claim's earlier holder", "bot-1", true, false, 0, 1, "m-bot-1"},
+		{"claimed and never posted by the earlier holder", "bot-1", false, false, 1, 1, ""},
+		{"a claim nobody held", "", true, false, 1, 0, ""},
+		{"a turn with nothing to look from", "bot-1", true, true, 1, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
 			var finals []string
 			five := done(5, 2, "turn five answer")
-			five.MessageRefs = []string{"u5"}
+			states := []session.TurnState{running(5, 1, "ls"), five}
+			if tc.unanchored {
+				states = states[1:] // answered at once: no card
+			} else {
+				five.MessageRefs = []string{"u5"}
+				states[1] = five
+			}
 			f := &chattest.Sessions{
 				SendFn:      sendTurn(5, false),
-				TurnStateFn: (&script{states: []session.TurnState{running(5, 1, "ls"), five}}).next,
+				TurnStateFn: (&script{states: states}).next,
 				ClaimFn: func(_ string, req session.ClaimFinalRequest) (session.ClaimFinalResponse, error) {
 					return session.ClaimFinalResponse{Granted: true, Earlier: tc.earlier}, nil
 				},

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"cmp"
 	"context"
 	"reflect"
 	"slices"
@@ -483,7 +484,7 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 			return
 		}
 	}
-	ref, err := w.postClaimed(ctx, ts.Turn, text, earlier, firstRef(ts.MessageRefs), "")
+	ref, err := w.postClaimed(ctx, ts.Turn, text, earlier, cmp.Or(firstRef(ts.MessageRefs), v.ref), "")
 	if err != nil {
 		w.log.Error("watcher: post final answer failed", "turn", ts.Turn, "err", err)
 		return
@@ -503,9 +504,12 @@ var answerRetries = []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.S
 // it already: then the ref of that post, found in the thread between the
 // messages after and before (see AnswerFinder). A Poster that cannot look
 // posts; the answer is never left unposted for want of a look, and a
-// failed look posts too.
+// failed look posts too. Nor does a turn with no message known to start
+// the look from: the whole thread may hold an equal answer of an older
+// turn, and taking it for this one would lose the answer, which is worse
+// than showing it twice.
 func (w *watcher) postClaimed(ctx context.Context, turn int, text, earlier, after, before string) (string, error) {
-	if f, ok := w.p.(AnswerFinder); ok && earlier != "" {
+	if f, ok := w.p.(AnswerFinder); ok && earlier != "" && after != "" {
 		ref, err := f.FindAnswer(ctx, w.th, text, after, before)
 		switch {
 		case err != nil:
@@ -637,7 +641,7 @@ func (w *watcher) missed(ctx context.Context, v *view, next session.TurnState) {
 	w.share(ctx, v, st)
 	w.endTurn(ctx, st, "")
 	if p := next.Previous; v.last.FinalRef == "" && (p == nil || p.Turn != v.turn || p.FinalRef == "") {
-		if !w.catchUp(ctx, v.turn, v.turn+1, next.Turn, firstRef(v.last.MessageRefs), firstRef(next.MessageRefs)) && v.ref != "" && next.Turn == v.turn+1 && w.claim(ctx, v.turn) {
+		if !w.catchUp(ctx, v.turn, v.turn+1, next.Turn, cmp.Or(firstRef(v.last.MessageRefs), v.ref), firstRef(next.MessageRefs)) && v.ref != "" && next.Turn == v.turn+1 && w.claim(ctx, v.turn) {
 			// Nothing to post: the card is the turn's last word, recorded
 			// as finish records it.
 			w.record(ctx, v.turn, chatRefFinal, v.ref)
