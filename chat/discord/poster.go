@@ -254,7 +254,8 @@ func (a *Adapter) FindAnswer(ctx context.Context, th chat.Thread, markdown, afte
 		if before != "" && !idBefore(m.ID, before) {
 			return false
 		}
-		if m.Content == want {
+		// Discord keeps content as sent but for whitespace at its ends.
+		if strings.TrimSpace(m.Content) == strings.TrimSpace(want) {
 			ref = m.ID
 		}
 		return ref == ""

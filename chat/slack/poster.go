@@ -268,7 +268,7 @@ var _ chat.AnswerFinder = (*Adapter)(nil)
 func (a *Adapter) FindAnswer(ctx context.Context, th chat.Thread, markdown, after, before string) (string, error) {
 	want, ref := a.answerHead(markdown), ""
 	err := a.ownReplies(ctx, th, after, before, func(m slackgo.Message) bool {
-		if m.Text == want {
+		if strings.TrimSpace(m.Text) == strings.TrimSpace(want) {
 			ref = m.Timestamp
 		}
 		return ref == ""
