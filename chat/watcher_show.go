@@ -470,19 +470,17 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 	if !ok || !w.limit(ctx) {
 		return
 	}
+	answered = true
+	streamed := text
 	if earlier != "" {
 		// The earlier holder may have posted the answer (postClaimed
 		// looks first): not into this replica's stream, which would show
 		// it again.
-		answered = true
-		w.endTurn(ctx, ts, "")
+		streamed = ""
 	}
-	if !answered {
-		answered = true
-		if ref, took := w.endTurn(ctx, ts, text); took {
-			w.record(ctx, ts.Turn, chatRefFinal, ref)
-			return
-		}
+	if ref, took := w.endTurn(ctx, ts, streamed); took {
+		w.record(ctx, ts.Turn, chatRefFinal, ref)
+		return
 	}
 	ref, err := w.postClaimed(ctx, ts.Turn, text, earlier, cmp.Or(firstRef(ts.MessageRefs), v.ref), "")
 	if err != nil {
