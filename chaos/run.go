@@ -69,6 +69,9 @@ type Config struct {
 	// HistoryLimit is the workers' SANDBOT_SESSION_HISTORY_LIMIT in bytes
 	// (their default when 0).
 	HistoryLimit int
+	// TranscriptLimit is the workers' SANDBOT_SESSION_TRANSCRIPT_LIMIT in
+	// bytes (their default when 0).
+	TranscriptLimit int
 	// SessionCache is the workers' SANDBOT_SESSION_CACHE: the sessions
 	// each keeps in memory between turns (their default when 0).
 	SessionCache int

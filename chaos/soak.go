@@ -80,6 +80,16 @@ func Soak(seed uint64, dir string, turns int) Config {
 	// The lowest limit sandbot accepts (1 MiB; its default is 20 MiB), so
 	// continue-as-new comes every few dozen turns.
 	c.HistoryLimit = 1 << 20
+	// A quarter of the default transcript (1 MiB), so the transcript each
+	// cached session holds reaches its bound within the first 300 turns
+	// (a soak turn adds 1–2 KB): the second half, whose slope
+	// judges the workers' memory, then measures a session whose bounds are
+	// all reached. With the default, the transcript was still filling at
+	// turn 1,000 (state carried 886 KB), and so was every copy of it a
+	// worker holds (each cached session's state, its decoded input, the
+	// stored transcript's cache), which the verdict could not tell from a
+	// leak.
+	c.TranscriptLimit = soakTranscriptLimit
 	// A small session cache (the default is 1,000), so the workers reach
 	// it within the soak: each keeps the main session and a few forks in
 	// memory, and the idle forks are evicted as new ones come, as a
@@ -98,13 +108,16 @@ func Soak(seed uint64, dir string, turns int) Config {
 // soakSessionCache is the soak's SANDBOT_SESSION_CACHE.
 const soakSessionCache = 4
 
+// soakTranscriptLimit is the soak's SANDBOT_SESSION_TRANSCRIPT_LIMIT.
+const soakTranscriptLimit = 256 << 10
+
 func (sc *SoakConfig) describe(cfg Config) string {
 	faults := "no faults"
 	if len(cfg.Faults) > 0 {
 		faults = fmt.Sprintf("a fault every ~%s (%s)", cfg.FaultEvery, strings.Join(cfg.Faults, ", "))
 	}
-	return fmt.Sprintf("soak: 1 session × %d turns of %d–%d calls (approval mode %s), a /fork every %d turns, a backend switch every %d, memory sampled every %d; history limit %d KB, session cache %d; %d worker hosts, %d bot replicas; %s",
-		cfg.Turns, cfg.Calls[0], cfg.Calls[1], cfg.ApprovalMode, sc.ForkEvery, sc.SwitchEvery, sc.SampleEvery, cfg.HistoryLimit>>10, cfg.SessionCache, cfg.Hosts, cfg.Bots, faults)
+	return fmt.Sprintf("soak: 1 session × %d turns of %d–%d calls (approval mode %s), a /fork every %d turns, a backend switch every %d, memory sampled every %d; history limit %d KB, transcript limit %d KB, session cache %d; %d worker hosts, %d bot replicas; %s",
+		cfg.Turns, cfg.Calls[0], cfg.Calls[1], cfg.ApprovalMode, sc.ForkEvery, sc.SwitchEvery, sc.SampleEvery, cfg.HistoryLimit>>10, cfg.TranscriptLimit>>10, cfg.SessionCache, cfg.Hosts, cfg.Bots, faults)
 }
 
 // stopAt is when the soak stops starting turns.

@@ -189,6 +189,9 @@ func startStack(ctx context.Context, cfg Config, w *workload, log *slog.Logger) 
 		if cfg.HistoryLimit > 0 {
 			env = append(env, "SANDBOT_SESSION_HISTORY_LIMIT="+strconv.Itoa(cfg.HistoryLimit))
 		}
+		if cfg.TranscriptLimit > 0 {
+			env = append(env, "SANDBOT_SESSION_TRANSCRIPT_LIMIT="+strconv.Itoa(cfg.TranscriptLimit))
+		}
 		if s.docker != nil {
 			env = append(env, "SANDBOT_DOCKER_IMAGE="+s.dockerImage, "DOCKER_HOST="+s.docker.DaemonHost())
 		}

@@ -149,6 +149,9 @@ type Session struct {
 	MaxCommandTimeout time.Duration
 	// HistoryLimit forces continue-as-new past this many bytes of history.
 	HistoryLimit int
+	// TranscriptLimit caps the transcript a session keeps in its state
+	// (session.Policy.TranscriptLimitBytes).
+	TranscriptLimit int
 	// ExecHeartbeat is how long a dead worker mid-command goes unnoticed.
 	ExecHeartbeat time.Duration
 	// IdleSuspend suspends an idle sandbox after this long (0: never).
@@ -369,21 +372,22 @@ func (c *Config) applyDerived() {
 // knows those (see SessionSettings).
 func (c *Config) SessionPolicy() session.Policy {
 	return session.Policy{
-		ApprovalMode:      session.ApprovalMode(c.Session.ApprovalMode),
-		ApprovalTimeout:   c.Session.ApprovalTimeout,
-		MaxToolCalls:      c.Session.MaxToolCalls,
-		CommandTimeout:    c.Session.CommandTimeout,
-		MaxCommandTimeout: c.Session.MaxCommandTimeout,
-		HistoryLimitBytes: c.Session.HistoryLimit,
-		ExecHeartbeat:     c.Session.ExecHeartbeat,
-		ModelTimeout:      c.Model.Timeout,
-		ModelAttempts:     c.Model.Attempts,
-		IdleSuspend:       c.Session.IdleSuspend,
-		Checkpoints:       c.Session.Checkpoints,
-		CheckpointMaxAge:  c.Session.CheckpointMaxAge,
-		TokenBudget:       c.Session.TokenBudget,
-		Model:             c.Model.Name,
-		Models:            c.Models(),
+		ApprovalMode:         session.ApprovalMode(c.Session.ApprovalMode),
+		ApprovalTimeout:      c.Session.ApprovalTimeout,
+		MaxToolCalls:         c.Session.MaxToolCalls,
+		CommandTimeout:       c.Session.CommandTimeout,
+		MaxCommandTimeout:    c.Session.MaxCommandTimeout,
+		HistoryLimitBytes:    c.Session.HistoryLimit,
+		TranscriptLimitBytes: c.Session.TranscriptLimit,
+		ExecHeartbeat:        c.Session.ExecHeartbeat,
+		ModelTimeout:         c.Model.Timeout,
+		ModelAttempts:        c.Model.Attempts,
+		IdleSuspend:          c.Session.IdleSuspend,
+		Checkpoints:          c.Session.Checkpoints,
+		CheckpointMaxAge:     c.Session.CheckpointMaxAge,
+		TokenBudget:          c.Session.TokenBudget,
+		Model:                c.Model.Name,
+		Models:               c.Models(),
 	}
 }
 

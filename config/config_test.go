@@ -53,7 +53,8 @@ func TestDefaultsValidate(t *testing.T) {
 		ApprovalMode: session.ApproveUnlessReadOnly, ApprovalTimeout: session.DefaultApprovalTimeout,
 		MaxToolCalls: session.DefaultMaxToolCalls, CommandTimeout: session.DefaultCommandTimeout,
 		MaxCommandTimeout: session.DefaultMaxCommandTimeout, HistoryLimitBytes: session.DefaultHistoryLimitBytes,
-		ExecHeartbeat: session.DefaultExecHeartbeat, ModelTimeout: session.DefaultModelTimeout,
+		TranscriptLimitBytes: session.DefaultTranscriptLimitBytes,
+		ExecHeartbeat:        session.DefaultExecHeartbeat, ModelTimeout: session.DefaultModelTimeout,
 		ModelAttempts: session.DefaultModelAttempts, IdleSuspend: DefaultIdleSuspend,
 		Checkpoints: session.DefaultCheckpoints, CheckpointMaxAge: session.DefaultCheckpointMaxAge,
 		Model: c.Model.Name, Models: c.Models(),
@@ -315,6 +316,24 @@ func TestDebugAddrOnLoopback(t *testing.T) {
 	for _, addr := range []string{"127.0.0.1:6060", "[::1]:6060", "localhost:0", ""} {
 		if err := loadEnv(t, "SANDBOT_DEBUG_ADDR", addr).Validate(RoleWorker); err != nil {
 			t.Errorf("SANDBOT_DEBUG_ADDR=%q rejected: %v", addr, err)
+		}
+	}
+}
+
+// The transcript a session keeps is the worker's policy, within the range
+// a state can carry; a value outside it stops the worker, saying so.
+func TestTranscriptLimit(t *testing.T) {
+	c := loadEnv(t, "SANDBOT_SESSION_TRANSCRIPT_LIMIT", "262144")
+	if err := c.Validate(RoleWorker); err != nil {
+		t.Fatalf("256 KiB: %v", err)
+	}
+	if got := c.SessionPolicy().TranscriptLimitBytes; got != 256<<10 {
+		t.Errorf("policy's transcript limit %d, want %d", got, 256<<10)
+	}
+	for _, v := range []string{"1000", "2097152", "0"} {
+		err := loadEnv(t, "SANDBOT_SESSION_TRANSCRIPT_LIMIT", v).Validate(RoleWorker)
+		if err == nil || !strings.Contains(err.Error(), "SANDBOT_SESSION_TRANSCRIPT_LIMIT: "+v+" is out of range; use 65536 to 1048576 bytes") {
+			t.Errorf("SANDBOT_SESSION_TRANSCRIPT_LIMIT=%s: %v", v, err)
 		}
 	}
 }

@@ -288,6 +288,14 @@ var coreVars = []Var{
 				p.add("%d is out of range; use %d to %d bytes (Temporal ends a workflow whose history passes 50 MiB)", n, minHistoryLimit, maxHistoryLimit)
 			}
 		}},
+	{Name: "SANDBOT_SESSION_TRANSCRIPT_LIMIT", Default: strconv.Itoa(session.DefaultTranscriptLimitBytes), Readers: worker,
+		Doc:   "bytes of transcript a session keeps in its state (oldest dropped first): what continue-as-new carries, each cached session holds in worker memory, and a model call can be sent; each call still sends at most SANDBOT_MODEL_CONTEXT_TOKENS",
+		field: func(c *Config) any { return &c.Session.TranscriptLimit },
+		check: func(c *Config, p *probs) {
+			if n := c.Session.TranscriptLimit; n < minTranscriptLimit || n > session.DefaultTranscriptLimitBytes {
+				p.add("%d is out of range; use %d to %d bytes (the state carrying it must stay under Temporal's 2 MB payload limit)", n, minTranscriptLimit, session.DefaultTranscriptLimitBytes)
+			}
+		}},
 	{Name: "SANDBOT_SESSION_IDLE_SUSPEND", Default: durationText(DefaultIdleSuspend), Readers: worker,
 		Doc:   "suspend idle sandboxes (0 = never)",
 		field: func(c *Config) any { return &c.Session.IdleSuspend },
@@ -605,6 +613,8 @@ var coreVars = []Var{
 const (
 	minHistoryLimit = 1 << 20
 	maxHistoryLimit = 50 << 20
+	// minTranscriptLimit keeps a few turns of conversation in any state.
+	minTranscriptLimit = 64 << 10
 	// maxCheckpoints bounds the checkpoints in a session's state (each is
 	// a few dozen bytes of it, carried through continue-as-new).
 	maxCheckpoints = 1000

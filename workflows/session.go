@@ -102,6 +102,10 @@ func newSession(ctx workflow.Context, in Input) *sessionRun {
 	s := &sessionRun{log: workflow.GetLogger(ctx), id: info.WorkflowExecution.ID, queue: info.TaskQueueName}
 	if in.State != nil {
 		s.st = *in.State
+		// The SDK keeps the decoded input for the whole run: emptied, it
+		// no longer holds the carried transcript's entries once the run's
+		// own state has moved past them (memory only; no command changes).
+		*in.State = State{}
 		s.st.Runs++
 		s.st.Settings = s.st.Settings.WithDefaults()
 		return s

@@ -777,3 +777,34 @@ func TestTheNextTurnCarriesTheRecordedStatusCard(t *testing.T) {
 		t.Fatalf("turn 2's Previous: %+v; want turn 1 with its status card m1", two.Previous)
 	}
 }
+
+// The worker's transcript limit (SANDBOT_SESSION_TRANSCRIPT_LIMIT) caps
+// what a session keeps: the oldest entries go, the newest stay.
+func TestTranscriptLimitDropsTheOldest(t *testing.T) {
+	h := newHarness(t, final("one"), final("two"), final("three"), final("four"))
+	big := func(c string) string { return strings.Repeat(c, 30<<10) }
+	for i, c := range []string{"a", "b", "c", "d"} {
+		h.at(time.Duration(i)*time.Minute, func() { h.send("e"+c, big(c)) })
+	}
+	var kept []session.HistoryEntry
+	h.at(5*time.Minute, func() { kept = h.history() })
+	h.destroyAt(6 * time.Minute)
+	in := h.input(session.ApproveNever)
+	in.Settings.TranscriptLimitBytes = 64 << 10
+	h.run(in)
+	size := 0
+	for _, e := range kept {
+		size += entrySize(e)
+	}
+	if size > 64<<10 {
+		t.Fatalf("kept %d bytes of transcript, over the 64 KiB limit", size)
+	}
+	if len(kept) == 0 || kept[len(kept)-1].Msg.Content != "four" {
+		t.Fatalf("the newest entry is not kept: %d entries", len(kept))
+	}
+	for _, e := range kept {
+		if strings.Contains(e.Msg.Content, "aaaa") {
+			t.Fatalf("the oldest message is still kept (%d entries, %d bytes)", len(kept), size)
+		}
+	}
+}
