@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -79,6 +80,10 @@ func BenchmarkIdleSessionsAtScale(b *testing.B) {
 		window = d
 	}
 	const wake = 100
+	// A finer heap sample than Go's default (512 KiB) for botHeap, set
+	// before the bot is built.
+	defer func(r int) { runtime.MemProfileRate = r }(runtime.MemProfileRate)
+	runtime.MemProfileRate = 64 << 10
 	rpcs := &rpcCounter{n: map[string]int{}}
 	bin := buildWorkerTB(b)
 	s := newStackClient(b, client.Options{ConnectionOptions: client.ConnectionOptions{
@@ -129,6 +134,7 @@ func BenchmarkIdleSessionsAtScale(b *testing.B) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		rss := rssKB(b, proc.Process.Pid)
+		bot := botHeap()
 
 		// The idle window: nothing but the bot's own background work.
 		before := rpcs.snapshot()
@@ -201,13 +207,62 @@ func BenchmarkIdleSessionsAtScale(b *testing.B) {
 
 		b.ReportMetric(float64(rss)/1024, "MB-worker-rss")
 		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "MB-bot-process-heap")
+		b.ReportMetric(float64(bot)/(1<<20), "MB-bot-heap")
 		b.ReportMetric(perMinute(idleQueries), "idle-queries/min")
 		b.ReportMetric(perMinute(idleCalls), "idle-calls/min")
 		b.ReportMetric(float64(p50.Milliseconds()), "wake-p50-ms")
 		b.ReportMetric(float64(p95.Milliseconds()), "wake-p95-ms")
-		b.Logf("%d sessions created and idle in %s; worker RSS %.1f MB (at start %.1f MB); bot process heap in use %.1f MB (embedded server included); "+
+		b.Logf("%d sessions created and idle in %s; worker RSS %.1f MB (at start %.1f MB); bot process heap in use %.1f MB (embedded server included), of which the bot's own live heap about %.1f MB; "+
 			"idle %s: %d queries, %d Temporal calls in all (%.1f/min: %s); waking %d at once: first card p50 %s, p95 %s",
-			sessions, created.Round(time.Second), float64(rss)/1024, float64(base)/1024, float64(ms.HeapInuse)/(1<<20),
+			sessions, created.Round(time.Second), float64(rss)/1024, float64(base)/1024, float64(ms.HeapInuse)/(1<<20), float64(bot)/(1<<20),
 			window, idleQueries, idleCalls, perMinute(idleCalls), strings.Join(calls, ", "), len(picked), p50.Round(time.Millisecond), p95.Round(time.Millisecond))
 	}
+}
+
+// botHeap is the live heap (after collections) that the bot's own code
+// allocated: each heap-profile sample is charged to the innermost sandbot
+// function on its stack, and counted when that function is the chat core's
+// or botapp's (not the test's recording poster, nor the embedded server),
+// scaled as pprof scales a sample. It is an estimate: Go samples the heap
+// about once per runtime.MemProfileRate bytes allocated.
+func botHeap() int64 {
+	runtime.GC()
+	runtime.GC() // the profile reflects the last completed cycle
+	n, _ := runtime.MemProfile(nil, false)
+	var recs []runtime.MemProfileRecord
+	for {
+		recs = make([]runtime.MemProfileRecord, n+64)
+		var ok bool
+		if n, ok = runtime.MemProfile(recs, false); ok {
+			recs = recs[:n]
+			break
+		}
+	}
+	const mod = "github.com/sandbot/sandbot/"
+	rate := float64(runtime.MemProfileRate)
+	var total float64
+	for _, r := range recs {
+		objs, bytes := r.InUseObjects(), r.InUseBytes()
+		if objs <= 0 || bytes <= 0 {
+			continue
+		}
+		frames := runtime.CallersFrames(r.Stack())
+		owner := ""
+		for {
+			f, more := frames.Next()
+			if i := strings.Index(f.Function, mod); i >= 0 {
+				owner = f.Function[i+len(mod):]
+				break
+			}
+			if !more {
+				break
+			}
+		}
+		if !strings.HasPrefix(owner, "chat") && !strings.HasPrefix(owner, "internal/botapp") {
+			continue
+		}
+		avg := float64(bytes) / float64(objs)
+		total += float64(bytes) / (1 - math.Exp(-avg/rate))
+	}
+	return int64(total)
 }
