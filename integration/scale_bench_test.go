@@ -63,8 +63,9 @@ func benchEnvInt(tb testing.TB, name string, def int) int {
 // BenchmarkIdleSessionsAtScale is the chaos issue's scale at rest: many
 // sessions (SANDBOT_BENCH_IDLE_SESSIONS, default 10,000) each finish a turn
 // and go idle on one real cmd/worker process. It reports the worker's
-// resident memory and the bot's (this process's Go heap, which also holds
-// the embedded server, so an upper bound), counts every Temporal call the
+// resident memory and the bot's: this process's Go heap (which also holds
+// the embedded server, so an upper bound) and, from its heap profile, the
+// part the bot's own code keeps (botHeap); it counts every Temporal call the
 // bot makes during an idle window (SANDBOT_BENCH_IDLE_WINDOW, default 1
 // minute) — an idle session must cost no polling — and then wakes 100 of
 // them at once with a message whose turn runs a tool call, reporting the
