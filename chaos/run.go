@@ -45,6 +45,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/session"
 	"go.temporal.io/api/workflowservice/v1"
 )
 
@@ -602,6 +604,35 @@ func (s *stack) largestHistory(ctx context.Context) int64 {
 		biggest = max(biggest, d.GetWorkflowExecutionInfo().GetHistorySizeBytes())
 	}
 	return biggest
+}
+
+// sessionNow is what th's session says of its turn as a turn is counted
+// lost: whether the turn started, what it waits for, who watches it and
+// how the turn before it ended. The fakes alone cannot tell a turn that
+// never started from one nobody drew (the CI run of seed
+// 1796648807632877242 lost a turn queued behind another, and its report
+// could not say which).
+func (s *stack) sessionNow(th chat.Thread) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := s.cl.QueryWorkflow(ctx, th.ID(), "", session.QueryTurnState)
+	if err != nil {
+		return "the session's turn state could not be read: " + err.Error()
+	}
+	var ts session.TurnState
+	if err := v.Get(&ts); err != nil {
+		return "the session's turn state could not be decoded: " + err.Error()
+	}
+	pending := "none"
+	if ts.Pending != nil {
+		pending = fmt.Sprintf("%s, asked %s", ts.Pending.CallID, ts.Pending.AskedAt.UTC().Format("15:04:05"))
+	}
+	prev := "none"
+	if p := ts.Previous; p != nil {
+		prev = fmt.Sprintf("turn %d %s, answer claimed by %q, posted as %q", p.Turn, p.Status, p.FinalClaim, p.FinalRef)
+	}
+	return fmt.Sprintf("the session now: turn %d %s (messages %v, %d queued), waiting approval: %s, watched by %q until %s, card %q, answer claimed by %q, posted as %q, awaiting post %t; the turn before: %s",
+		ts.Turn, ts.Status, ts.MessageRefs, ts.Queued, pending, ts.Watcher, ts.WatchUntil.UTC().Format("15:04:05"), ts.StatusRef, ts.FinalClaim, ts.FinalRef, ts.AwaitingPost, prev)
 }
 
 // Markdown renders the report as docs/RELIABILITY.md's table.

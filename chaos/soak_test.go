@@ -343,9 +343,11 @@ func TestCheckSoak(t *testing.T) {
 // land under a 429 storm still shows the turn running).
 func TestShowsFailure(t *testing.T) {
 	for text, want := range map[string]bool{
-		"❌ Failed — model error":                      true,
-		"⚠️ This turn failed: model: 500 Internal":    true,
-		"⚠️ This turn failed.":                        true,
+		"❌ Failed — model error":                   true,
+		"⚠️ This turn failed: model: 500 Internal": true,
+		"⚠️ This turn failed.":                     true,
+		// An earlier turn's failure, posted after this message.
+		"⚠️ Turn 3 failed: model: 500 Internal":       false,
 		"chaos verified s01":                          false,
 		"⏳ Running — `cat .m/*`":                      false,
 		"the tests failed: ⚠️ This turn failed is ok": false,

@@ -388,9 +388,12 @@ func (w *workload) runTurn(ctx context.Context, s *stack, rng *rand.Rand, th *ch
 		rec.Thread = th.Thread
 		sent := time.Now()
 		out, why := w.await(ctx, s, *th, since, answer(sid, tok))
-		if out == "answered" {
+		switch out {
+		case "answered":
 			rec.Took = time.Since(sent)
-		} else {
+		case "lost":
+			rec.Why = append(rec.Why, fmt.Sprintf("%s (sent %s): %s; %s", tok, since, why, s.sessionNow(*th)))
+		default:
 			rec.Why = append(rec.Why, fmt.Sprintf("%s (sent %s): %s", tok, since, why))
 		}
 		if out == "failed" && time.Since(first) < w.cfg.TurnTimeout && ctx.Err() == nil {

@@ -88,16 +88,19 @@ func (p *answerPoster) FindAnswer(_ context.Context, _ chat.Thread, md, after, b
 func TestTakenOverClaimLooksForTheEarlierHoldersAnswer(t *testing.T) {
 	for _, tc := range []struct {
 		name, earlier string
-		posted        bool // by the earlier holder
-		unanchored    bool // the turn has no message ref and no card
+		posted        string // by the earlier holder
+		unanchored    bool   // the turn has no message ref and no card
 		wantPosts     int
 		wantLookups   int
 		wantFinal     string // "": the ref of this replica's post
 	}{
-		{"posted by the claim's earlier holder", "bot-1", true, false, 0, 1, "m-bot-1"},
-		{"claimed and never posted by the earlier holder", "bot-1", false, false, 1, 1, ""},
-		{"a claim nobody held", "", true, false, 1, 0, ""},
-		{"a turn with nothing to look from", "bot-1", true, true, 1, 0, ""},
+		{"posted by the claim's earlier holder", "bot-1", "turn five answer", false, 0, 1, "m-bot-1"},
+		// A replica that finished the turn late (finishUnseen) posted it
+		// naming its turn: the second form looked for.
+		{"posted late by the claim's earlier holder", "bot-1", "↩️ _Turn 5's answer:_\n\nturn five answer", false, 0, 2, "m-bot-1"},
+		{"claimed and never posted by the earlier holder", "bot-1", "", false, 1, 2, ""},
+		{"a claim nobody held", "", "turn five answer", false, 1, 0, ""},
+		{"a turn with nothing to look from", "bot-1", "turn five answer", true, 1, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -128,8 +131,8 @@ func TestTakenOverClaimLooksForTheEarlierHoldersAnswer(t *testing.T) {
 			clock := newAutoClock()
 			c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) { cfg.ReplicaID = "bot-2" })
 			p := &answerPoster{recPoster: &recPoster{clock: clock}, others: map[string]string{}}
-			if tc.posted {
-				p.others["turn five answer"] = "m-bot-1"
+			if tc.posted != "" {
+				p.others[tc.posted] = "m-bot-1"
 			}
 			if err := c.HandleMessage(context.Background(), p, msg("e5", "do it")); err != nil {
 				t.Fatal(err)
@@ -143,7 +146,7 @@ func TestTakenOverClaimLooksForTheEarlierHoldersAnswer(t *testing.T) {
 			p.mu.Unlock()
 			if len(lookups) != tc.wantLookups {
 				t.Errorf("looked in the thread %d times, want %d", len(lookups), tc.wantLookups)
-			} else if len(lookups) == 1 && lookups[0] != [3]string{"turn five answer", "u5", ""} {
+			} else if len(lookups) > 0 && lookups[0] != [3]string{"turn five answer", "u5", ""} {
 				t.Errorf("looked for %q; want the answer after the turn's first message u5", lookups[0])
 			}
 			want := tc.wantFinal

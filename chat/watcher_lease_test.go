@@ -260,8 +260,8 @@ func TestMissedTurnShowsDecisionsMadeSince(t *testing.T) {
 			}
 		}
 	}
-	if got := answers(p); len(got) != 1 || got[0] != "five" {
-		t.Errorf("answers posted: %q, want [five]", got)
+	if got := answers(p); len(got) != 1 || got[0] != "↩️ _Turn 5's answer:_\n\nfive" {
+		t.Errorf("answers posted: %q, want [five], naming turn 5", got)
 	}
 }
 

@@ -3,6 +3,7 @@ package chat
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -466,6 +467,13 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 	if text == "" {
 		return
 	}
+	// Messages already wait for the next turn: the answer comes after
+	// them in the thread, so it says which turn it ends (lateAnswer). A
+	// replica that took the claim over looks for either form.
+	other := lateAnswer(ts, text)
+	if ts.Queued > 0 {
+		text, other = other, text
+	}
 	ok, earlier := w.claimAnswer(ctx, ts.Turn)
 	if !ok || !w.limit(ctx) {
 		return
@@ -482,7 +490,7 @@ func (w *watcher) finish(ctx context.Context, v *view, ts session.TurnState) {
 		w.record(ctx, ts.Turn, chatRefFinal, ref)
 		return
 	}
-	ref, err := w.postClaimed(ctx, ts.Turn, text, earlier, cmp.Or(firstRef(ts.MessageRefs), v.ref), "")
+	ref, err := w.postClaimed(ctx, ts.Turn, text, earlier, cmp.Or(firstRef(ts.MessageRefs), v.ref), "", other)
 	if err != nil {
 		w.log.Error("watcher: post final answer failed", "turn", ts.Turn, "err", err)
 		return
@@ -506,15 +514,22 @@ var answerRetries = []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.S
 // the look from: the whole thread may hold an equal answer of an older
 // turn, and taking it for this one would lose the answer, which is worse
 // than showing it twice.
-func (w *watcher) postClaimed(ctx context.Context, turn int, text, earlier, after, before string) (string, error) {
+//
+// The earlier holder may have posted the answer in another form than text
+// (as a watched turn's answer, where this replica posts it late: see
+// lateAnswer), so each of also is looked for too.
+func (w *watcher) postClaimed(ctx context.Context, turn int, text, earlier, after, before string, also ...string) (string, error) {
 	if f, ok := w.p.(AnswerFinder); ok && earlier != "" && after != "" {
-		ref, err := f.FindAnswer(ctx, w.th, text, after, before)
-		switch {
-		case err != nil:
-			w.log.Warn("watcher: look for the answer the claim's earlier holder may have posted; posting it", "turn", turn, "earlier", earlier, "err", err)
-		case ref != "":
-			w.log.Info("watcher: the claim's earlier holder posted the answer and did not record it; recording its post", "turn", turn, "earlier", earlier, "ref", ref)
-			return ref, nil
+		for _, form := range append([]string{text}, also...) {
+			ref, err := f.FindAnswer(ctx, w.th, form, after, before)
+			if err != nil {
+				w.log.Warn("watcher: look for the answer the claim's earlier holder may have posted; posting it", "turn", turn, "earlier", earlier, "err", err)
+				break
+			}
+			if ref != "" {
+				w.log.Info("watcher: the claim's earlier holder posted the answer and did not record it; recording its post", "turn", turn, "earlier", earlier, "ref", ref)
+				return ref, nil
+			}
 		}
 	}
 	return w.postAnswer(ctx, text)
@@ -584,12 +599,36 @@ func finalText(ts session.TurnState) string {
 		return ""
 	case ts.FinalText != "":
 		return safetext.Text(ts.FinalText)
-	case ts.Status == session.StatusFailed && ts.Error != "":
-		return "⚠️ This turn failed: " + safetext.Text(ts.Error)
 	case ts.Status == session.StatusFailed:
-		return "⚠️ This turn failed."
+		return failedText("This turn", ts.Error)
 	}
 	return ""
+}
+
+// failedText says that subject (a turn) failed, and why when err says.
+func failedText(subject, err string) string {
+	if err == "" {
+		return "⚠️ " + subject + " failed."
+	}
+	return "⚠️ " + subject + " failed: " + safetext.Text(err)
+}
+
+// lateAnswer is text, the answer of the turn st ended, as it is posted
+// once a later turn has begun (a turn that ended while no bot watched it,
+// or between two polls). By then the thread holds a newer message, and an
+// answer that does not say which turn it ends reads as that message's: the
+// chaos short run of seed 1796648807632877242 took turn 3's failure,
+// posted after the user's next message, for that message's failure, and
+// asked a third time. So a late answer names its turn, as the cards'
+// footers do, and a failure says it in its first words.
+func lateAnswer(st session.TurnState, text string) string {
+	switch {
+	case text == "":
+		return ""
+	case st.Status == session.StatusFailed && !st.Stopped && st.FinalText == "":
+		return failedText(fmt.Sprintf("Turn %d", st.Turn), st.Error)
+	}
+	return fmt.Sprintf("↩️ _Turn %d's answer:_\n\n%s", st.Turn, text)
 }
 
 // missed finalizes a turn that ended between two polls (the next turn has
@@ -722,15 +761,15 @@ func (w *watcher) catchUp(ctx context.Context, from, to, current int, after, bef
 		w.log.Warn("watcher: history for an unseen turn end", "turn", t, "err", err)
 		return true
 	}
-	text := lastAnswer(hist, t)
-	if text == "" {
+	plain := lastAnswer(hist, t)
+	if plain == "" {
 		return false
 	}
 	ok, earlier := w.claimAnswer(ctx, t)
 	if !ok || !w.limit(ctx) {
 		return true
 	}
-	ref, err := w.postClaimed(ctx, t, text, earlier, after, before)
+	ref, err := w.postClaimed(ctx, t, lateAnswer(session.TurnState{Turn: t, Status: session.StatusComplete}, plain), earlier, after, before, plain)
 	if err != nil {
 		w.log.Error("watcher: post answer of unseen turn", "turn", t, "err", err)
 		return true

@@ -353,8 +353,9 @@ func TestWatcherMissedTurnEnd(t *testing.T) {
 	if len(edits) == 0 || edits[len(edits)-1].Card.Title != "✅ Done" {
 		t.Fatalf("edits = %+v, want the card closed as Done", edits)
 	}
-	if got := texts(p); !reflect.DeepEqual(got, []string{"turn five answer"}) {
-		t.Errorf("final messages = %q, want turn 5's answer from the transcript", got)
+	// Turn 6 had begun: the answer names its turn (lateAnswer).
+	if got := texts(p); !reflect.DeepEqual(got, []string{"↩️ _Turn 5's answer:_\n\nturn five answer"}) {
+		t.Errorf("final messages = %q, want turn 5's answer from the transcript, naming its turn", got)
 	}
 	if n := len(p.ops("post")); n != 1 {
 		t.Errorf("%d status messages: turn 6 was not asked for and must not be shown", n)
@@ -373,7 +374,7 @@ func TestWatcherMissedTurnEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitIdle(t, c, testThread)
-	if got := texts(p); !reflect.DeepEqual(got, []string{"turn five answer"}) || len(p.ops("post")) != 0 {
+	if got := texts(p); !reflect.DeepEqual(got, []string{"↩️ _Turn 5's answer:_\n\nturn five answer"}) || len(p.ops("post")) != 0 {
 		t.Errorf("events = %+v, want only turn 5's answer", p.Events())
 	}
 }

@@ -59,10 +59,11 @@ func (w *watcher) finishUnseen(ctx context.Context, ts session.TurnState) {
 		v.pending = &card
 		w.flushFinal(ctx, v)
 	}
-	text := finalText(st)
-	if text == "" && !st.Stopped {
-		text = lastAnswer(hist, p.Turn) // a session of a build whose TurnEnd kept no text
+	plain := finalText(st)
+	if plain == "" && !st.Stopped {
+		plain = lastAnswer(hist, p.Turn) // a session of a build whose TurnEnd kept no text
 	}
+	text := lateAnswer(st, plain)
 	if text == "" {
 		if p.StatusRef != "" {
 			// Nothing to post: the card is the turn's last word.
@@ -75,7 +76,7 @@ func (w *watcher) finishUnseen(ctx context.Context, ts session.TurnState) {
 	}
 	// Its card came before its answer, and the current turn's first
 	// message after it.
-	ref, err := w.postClaimed(ctx, p.Turn, text, earlier, p.StatusRef, firstRef(ts.MessageRefs))
+	ref, err := w.postClaimed(ctx, p.Turn, text, earlier, p.StatusRef, firstRef(ts.MessageRefs), plain)
 	if err != nil {
 		w.log.Error("watcher: post the answer of a turn that ended unwatched", "turn", p.Turn, "err", err)
 		return

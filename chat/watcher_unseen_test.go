@@ -82,8 +82,52 @@ func TestWatcherFinishesATurnThatEndedUnwatched(t *testing.T) {
 	if card.Title != "✅ Done" {
 		t.Errorf("title %q, want ✅ Done", card.Title)
 	}
-	if got := texts(p); len(got) != 2 || got[0] != "turn five answer" || got[1] != "turn six answer" {
-		t.Errorf("posted %q, want turn 5's answer once, then turn 6's", got)
+	// Posted after turn 6's message, the answer names its turn.
+	if got := texts(p); len(got) != 2 || got[0] != "↩️ _Turn 5's answer:_\n\nturn five answer" || got[1] != "turn six answer" {
+		t.Errorf("posted %q, want turn 5's answer once, naming its turn, then turn 6's", got)
+	}
+}
+
+// TestLateFailureNamesItsTurn: the answer of a failed turn that ended
+// while no bot watched it is posted after the next turn's message, so it
+// must not read as that message's failure ("This turn failed"): it names
+// the turn that failed (the chaos short run of seed 1796648807632877242,
+// whose user took turn 3's late failure for its next message's and asked
+// a third time).
+func TestLateFailureNamesItsTurn(t *testing.T) {
+	var histories atomic.Int32
+	f := unseenSessions(session.TurnEnd{Turn: 5, Status: session.StatusFailed, Error: "model: 500 Internal Server Error", StatusRef: "m0"}, &histories)
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, nil)
+	p := &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg("e6", "more")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	got := texts(p)
+	if len(got) != 2 || got[0] != "⚠️ Turn 5 failed: model: 500 Internal Server Error" || got[1] != "turn six answer" {
+		t.Errorf("posted %q, want turn 5's failure naming turn 5, then turn 6's answer", got)
+	}
+}
+
+// TestAnswerAfterQueuedMessagesNamesItsTurn: a turn that ends with
+// messages already waiting for the next one posts its answer after them,
+// so the answer names its turn; with none waiting it is posted as it is.
+func TestAnswerAfterQueuedMessagesNamesItsTurn(t *testing.T) {
+	for queued, want := range map[int]string{0: "turn five answer", 2: "↩️ _Turn 5's answer:_\n\nturn five answer"} {
+		five := done(5, 2, "turn five answer")
+		five.Queued = queued
+		f := &chattest.Sessions{SendFn: sendTurn(5, false), TurnStateFn: (&script{states: []session.TurnState{running(5, 1, "ls"), five}}).next}
+		clock := newAutoClock()
+		c := newTestCore(t, f, clock, nil)
+		p := &recPoster{clock: clock}
+		if err := c.HandleMessage(context.Background(), p, msg("e5", "do it")); err != nil {
+			t.Fatal(err)
+		}
+		waitIdle(t, c, testThread)
+		if got := texts(p); len(got) != 1 || got[0] != want {
+			t.Errorf("%d queued: posted %q, want %q", queued, got, want)
+		}
 	}
 }
 
