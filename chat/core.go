@@ -312,18 +312,31 @@ func (c *Core) startInput(th Thread, u User, text string) session.SessionInput {
 // those nobody else holds the watch lease of, editing the status message
 // recorded in the turn state instead of posting a new one. It then keeps
 // doing so every ScanEvery until the core closes, so when the replica
-// watching a session dies, another takes over once its lease runs out. It
-// fails only if the first listing fails.
+// watching a session dies, another takes over once its lease runs out.
+//
+// It returns the first listing's error, for the caller to log, and scans
+// on all the same: a bot that starts while the Temporal server restarts
+// fails its first listing, and it used to return there without its
+// periodic scan, so for the rest of its life it never took over a session
+// whose watcher died, nor drew a turn nobody else watched.
 //
 // Where sessions are indexed (search attributes) only sessions flagged as
 // needing a bot are listed, so a scan does not query months of idle
 // sessions.
 func (c *Core) Resume(ctx context.Context, p Poster, platform string) error {
 	n, listed, err := c.scan(ctx, p, platform)
-	if err != nil {
-		return err
+	if err == nil {
+		c.log.Info("resumed watchers", "platform", platform, "sessions", listed, "watching", n)
+	} else {
+		c.log.Warn("resume: the first scan failed; scanning again every interval", "platform", platform, "every", c.cfg.ScanEvery, "err", err)
 	}
-	c.log.Info("resumed watchers", "platform", platform, "sessions", listed, "watching", n)
+	c.startScans(p, platform)
+	return err
+}
+
+// startScans starts platform's periodic scan, or hands a running one the
+// new poster (a reconnect).
+func (c *Core) startScans(p Poster, platform string) {
 	c.scanMu.Lock()
 	defer c.scanMu.Unlock()
 	if c.scanning == nil {
@@ -331,7 +344,7 @@ func (c *Core) Resume(ctx context.Context, p Poster, platform string) error {
 	}
 	if l := c.scanning[platform]; l != nil {
 		l.setPoster(p) // a reconnect: the loop goes on with the new poster
-		return nil
+		return
 	}
 	l := &scanLoop{p: p}
 	c.scanning[platform] = l
@@ -347,7 +360,6 @@ func (c *Core) Resume(ctx context.Context, p Poster, platform string) error {
 			}
 		}
 	})
-	return nil
 }
 
 // scanCallTimeout bounds each turn-state query of a scan.

@@ -2,6 +2,7 @@ package chat_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -278,6 +279,47 @@ func TestWatcherSkipsAnswerPostedElsewhere(t *testing.T) {
 	}
 	if got := texts(p); len(got) != 0 {
 		t.Errorf("answer posted again: %q", got)
+	}
+}
+
+// TestResumeScansOnAfterAFailedFirstListing: a bot that starts while the
+// Temporal server restarts fails its first listing. Resume says so, and
+// scans again every ScanEvery all the same: it used to return without its
+// periodic scan, and that bot never took over a session whose watcher
+// died, nor drew a turn nobody else watched.
+func TestResumeScansOnAfterAFailedFirstListing(t *testing.T) {
+	var lists atomic.Int32
+	scanned, hold := make(chan struct{}), make(chan struct{})
+	f := &chattest.Sessions{
+		ListFn: func(chat.ListFilter) ([]chat.SessionSummary, error) {
+			switch lists.Add(1) {
+			case 1:
+				return nil, errBoom
+			case 2:
+				return []chat.SessionSummary{{WorkflowID: testThread.ID(), Location: testThread}}, nil
+			case 3:
+				close(scanned) // the second scan is over: its watcher started
+			}
+			<-hold
+			return nil, nil
+		},
+		TurnStateFn: (&script{states: []session.TurnState{running(7, 1, "make"), running(7, 1, "make"), done(7, 2, "built")}}).next,
+	}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, func(cfg *chat.CoreConfig) { cfg.ScanEvery = 7 * time.Second })
+	t.Cleanup(func() { close(hold) }) // before the core's Close, which waits for the scan loop
+	p := &recPoster{clock: clock}
+	if err := c.Resume(context.Background(), p, "test"); !errors.Is(err, errBoom) {
+		t.Fatalf("Resume = %v, want the first listing's error", err)
+	}
+	select {
+	case <-scanned:
+	case <-time.After(30 * time.Second): // real time: only for a failure to report
+		t.Fatalf("no scan after the failed first listing (%d listings)", lists.Load())
+	}
+	waitIdle(t, c, testThread)
+	if got := texts(p); !reflect.DeepEqual(got, []string{"built"}) {
+		t.Errorf("answers posted %q, want the running turn drawn and answered after the second scan", got)
 	}
 }
 

@@ -110,7 +110,7 @@ func (a *Adapter) Run(ctx context.Context, core chat.Handler) error {
 	// restarted) is picked up again: its progress and answer show here.
 	if err := core.Resume(ctx, con, Platform); err != nil {
 		a.log.Warn("console: resume watchers failed", "err", err)
-		con.printf("(could not look for running turns: %v)\n", err)
+		con.printf("(could not look for running turns yet, looking again shortly: %v)\n", err)
 	}
 
 	// Commands may wait for the session (a /pause waits for the running

@@ -248,8 +248,8 @@ func (a *Adapter) Run(ctx context.Context, core chat.Handler) error {
 		return err
 	}
 	if err := core.Resume(ctx, a, Platform); err != nil {
-		// Not fatal: new events still work; old turns are picked up by the
-		// next message or click in their thread.
+		// Not fatal: new events still work, and the core scans again
+		// every interval for turns that need a bot.
 		a.log.Error("resume watchers failed", "err", err)
 	}
 	close(a.ready)

@@ -124,7 +124,7 @@ func (a *Adapter) Run(ctx context.Context, core chat.Handler) error {
 	go func() {
 		if err := core.Resume(ctx, a, console.Platform); err != nil {
 			a.log.Warn("tui: resume watchers failed", "err", err)
-			a.send(noticeMsg{text: fmt.Sprintf("could not look for running turns: %v", err)})
+			a.send(noticeMsg{text: fmt.Sprintf("could not look for running turns yet (looking again shortly): %v", err)})
 		}
 	}()
 	_, err := p.Run()
