@@ -615,12 +615,13 @@ func failedText(subject, err string) string {
 
 // lateAnswer is text, the answer of the turn st ended, as it is posted
 // once a later turn has begun (a turn that ended while no bot watched it,
-// or between two polls). By then the thread holds a newer message, and an
-// answer that does not say which turn it ends reads as that message's: the
-// chaos short run of seed 1796648807632877242 took turn 3's failure,
-// posted after the user's next message, for that message's failure, and
-// asked a third time. So a late answer names its turn, as the cards'
-// footers do, and a failure says it in its first words.
+// or between two polls) or messages wait for one. By then the thread
+// holds a newer message, and an answer that does not say which turn it
+// ends reads as that message's: the chaos short run of seed
+// 1796648807632877242 took turn 3's failure, posted after the user's next
+// message, for that message's failure, and asked a third time. So a late
+// answer names its turn, as the cards' footers do, and a failure says it
+// in its first words.
 func lateAnswer(st session.TurnState, text string) string {
 	switch {
 	case text == "":
