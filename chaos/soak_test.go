@@ -344,17 +344,41 @@ func TestCheckSoak(t *testing.T) {
 func TestShowsFailure(t *testing.T) {
 	for text, want := range map[string]bool{
 		"❌ Failed — model error":                   true,
-		"⚠️ This turn failed: model: 500 Internal": true,
-		"⚠️ This turn failed.":                     true,
-		// An earlier turn's failure, posted after this message.
-		"⚠️ Turn 3 failed: model: 500 Internal":       false,
-		"chaos verified s01":                          false,
-		"⏳ Running — `cat .m/*`":                      false,
-		"the tests failed: ⚠️ This turn failed is ok": false,
+		"⚠️ Turn 3 failed: model: 500 Internal":    true,
+		"⚠️ Turn 12 failed.":                       true,
+		"chaos verified s01":                       false,
+		"⏳ Running — `cat .m/*`":                   false,
+		"the tests failed: ⚠️ Turn 3 failed is ok": false,
 	} {
 		if got := showsFailure(text); got != want {
 			t.Errorf("showsFailure(%q) = %v, want %v", text, got, want)
 		}
+	}
+}
+
+// TestOwnFailure: a failure counts for the user's message only when it
+// names a turn after every turn the thread named before the message: an
+// earlier turn's failure, posted after it (a late answer, or one held back
+// by rate limits), is not its own.
+func TestOwnFailure(t *testing.T) {
+	for _, tc := range []struct {
+		text  string
+		known int
+		want  bool
+	}{
+		{"⚠️ Turn 9 failed: model: 500 Internal", 9, false},
+		{"⚠️ Turn 10 failed: model: 500 Internal", 9, true},
+		{"*❌ Failed*\n✅ `true` · 0.1s\nTurn 9 · local · 1 tool call", 9, false},
+		{"*❌ Failed*\n✅ `true` · 0.1s\nTurn 10 · local · 1 tool call", 9, true},
+		{"*❌ Failed*", 9, true}, // names no turn: taken as its own
+		{"chaos answer s01 t3 done", 0, false},
+	} {
+		if got := ownFailure(tc.text, tc.known); got != tc.want {
+			t.Errorf("ownFailure(%q, %d) = %v, want %v", tc.text, tc.known, got, tc.want)
+		}
+	}
+	if n := turnNamed("✋ A command of turn 4 waits for approval · Turn 3 · local"); n != 4 {
+		t.Errorf("turnNamed = %d, want the highest turn named, 4", n)
 	}
 }
 

@@ -517,13 +517,60 @@ func tsLess(a, b string) bool {
 	return af < bf
 }
 
-// showsFailure says a bot message tells the user the turn failed: its
-// card shows "❌ Failed", or its answer says "⚠️ This turn failed" (what
-// the user reads when the card's last edit could not land, under a 429
-// storm: a short run's user waited 10 minutes for each of a read-back's
-// tries on such a thread, the card still showing the turn running).
+// showsFailure says a bot message tells the user a turn failed: its card
+// shows "❌ Failed", or its answer says "⚠️ Turn N failed" (what the user
+// reads when the card's last edit could not land, under a 429 storm: a
+// short run's user waited 10 minutes for each of a read-back's tries on
+// such a thread, the card still showing the turn running).
 func showsFailure(text string) bool {
-	return strings.Contains(text, "❌ Failed") || strings.HasPrefix(strings.TrimSpace(text), "⚠️ This turn failed")
+	return strings.Contains(text, "❌ Failed") || failedAnswerRe.MatchString(strings.TrimSpace(text))
+}
+
+var (
+	failedAnswerRe = regexpMust(`^⚠️ Turn \d+ failed`)
+	// turnRe finds the turns a bot message names: a card's footer ("Turn
+	// 9 · local · …"), a failed turn's answer, a late answer's label, an
+	// approval notice ("… of turn 9 waits …").
+	turnRe = regexpMust(`(?i)\bturn (\d+)\b`)
+)
+
+// turnNamed is the highest turn text names, or 0.
+func turnNamed(text string) int {
+	n := 0
+	for _, m := range turnRe.FindAllStringSubmatch(text, -1) {
+		v, _ := strconv.Atoi(m[1])
+		n = max(n, v)
+	}
+	return n
+}
+
+// ownFailure says text shows the failure of a turn after known, the
+// highest turn named in the thread before the user's message (knownTurn):
+// the failure of the turn that message started. A failure that names no
+// turn is taken as its own.
+func ownFailure(text string, known int) bool {
+	if !showsFailure(text) {
+		return false
+	}
+	n := turnNamed(text)
+	return n == 0 || n > known
+}
+
+// knownTurn is the highest turn the bot's messages in thread named before
+// the message since: the user's message after it starts a later one, so a
+// failure that names that turn or an earlier one is not its own (an
+// earlier turn's answer, posted after the message under a 429 storm or by
+// the replica that finished it late: two short runs' users asked again
+// while their turn ran, and the extra turn queued behind it counted lost).
+func knownTurn(p chatFake, thread, since string) int {
+	n := 0
+	for _, m := range p.botMessages(thread, "") {
+		if since != "" && !tsLess(m.Ref, since) {
+			continue
+		}
+		n = max(n, turnNamed(m.Text))
+	}
+	return n
 }
 
 // await answers approvals in th until the answer is posted ("answered"), a
@@ -531,6 +578,7 @@ func showsFailure(text string) bool {
 // reads the bot's messages after the user's message since.
 func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, since, want string) (outcome, why string) {
 	deadline := time.Now().Add(w.cfg.TurnTimeout)
+	known := knownTurn(s.chat, th.Thread, since)
 	// Failed cards of earlier attempts stay in the thread; only a new one
 	// is this attempt's.
 	failedBefore := map[string]bool{}
@@ -571,7 +619,7 @@ func (w *workload) await(ctx context.Context, s *stack, th chat.Thread, since, w
 				}
 			}
 			for _, m := range msgs {
-				if showsFailure(m.Text) && !failedBefore[m.Ref] {
+				if ownFailure(m.Text, known) && !failedBefore[m.Ref] {
 					outcome = "failed"
 					failedCard = fmt.Sprintf("message %s shows the turn failed: %.160q", m.Ref, m.Text)
 					return true

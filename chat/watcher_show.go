@@ -520,7 +520,11 @@ var answerRetries = []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.S
 // lateAnswer), so each of also is looked for too.
 func (w *watcher) postClaimed(ctx context.Context, turn int, text, earlier, after, before string, also ...string) (string, error) {
 	if f, ok := w.p.(AnswerFinder); ok && earlier != "" && after != "" {
-		for _, form := range append([]string{text}, also...) {
+		forms := append([]string{text}, also...)
+		for i, form := range forms {
+			if slices.Contains(forms[:i], form) {
+				continue
+			}
 			ref, err := f.FindAnswer(ctx, w.th, form, after, before)
 			if err != nil {
 				w.log.Warn("watcher: look for the answer the claim's earlier holder may have posted; posting it", "turn", turn, "earlier", earlier, "err", err)
@@ -600,34 +604,39 @@ func finalText(ts session.TurnState) string {
 	case ts.FinalText != "":
 		return safetext.Text(ts.FinalText)
 	case ts.Status == session.StatusFailed:
-		return failedText("This turn", ts.Error)
+		return failedText(ts.Turn, ts.Error)
 	}
 	return ""
 }
 
-// failedText says that subject (a turn) failed, and why when err says.
-func failedText(subject, err string) string {
+// failedText says that turn failed, and why when err says. It names the
+// turn, as the card's footer does, rather than saying "this turn": the
+// answer may be posted after the user's next message (a claim taken over,
+// a post held back by rate limits), and then "this turn" reads as that
+// message's (two chaos short runs' users took a late failure for the
+// failure of the message they had just sent, and asked again while it ran).
+func failedText(turn int, err string) string {
 	if err == "" {
-		return "⚠️ " + subject + " failed."
+		return fmt.Sprintf("⚠️ Turn %d failed.", turn)
 	}
-	return "⚠️ " + subject + " failed: " + safetext.Text(err)
+	return fmt.Sprintf("⚠️ Turn %d failed: %s", turn, safetext.Text(err))
 }
 
 // lateAnswer is text, the answer of the turn st ended, as it is posted
 // once a later turn has begun (a turn that ended while no bot watched it,
 // or between two polls) or messages wait for one. By then the thread
 // holds a newer message, and an answer that does not say which turn it
-// ends reads as that message's: the chaos short run of seed
+// ends reads as that message's (the chaos short run of seed
 // 1796648807632877242 took turn 3's failure, posted after the user's next
-// message, for that message's failure, and asked a third time. So a late
-// answer names its turn, as the cards' footers do, and a failure says it
-// in its first words.
+// message, for that message's failure, and asked a third time). So a late
+// answer names its turn, as the cards' footers do; a failure's text
+// (failedText) names it already.
 func lateAnswer(st session.TurnState, text string) string {
 	switch {
 	case text == "":
 		return ""
 	case st.Status == session.StatusFailed && !st.Stopped && st.FinalText == "":
-		return failedText(fmt.Sprintf("Turn %d", st.Turn), st.Error)
+		return text
 	}
 	return fmt.Sprintf("↩️ _Turn %d's answer:_\n\n%s", st.Turn, text)
 }

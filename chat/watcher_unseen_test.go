@@ -131,6 +131,25 @@ func TestAnswerAfterQueuedMessagesNamesItsTurn(t *testing.T) {
 	}
 }
 
+// TestFailedTurnAnswerNamesItsTurn: a failed turn's answer names the turn
+// ("⚠️ Turn 5 failed: …"), never "this turn": a post held back by rate
+// limits can land after the user's next message (a chaos short run's user
+// took turn 9's failure, posted so, for its next message's).
+func TestFailedTurnAnswerNamesItsTurn(t *testing.T) {
+	failed := session.TurnState{Turn: 5, Version: 2, Status: session.StatusFailed, Backend: "local", Error: "model: 401 Unauthorized"}
+	f := &chattest.Sessions{SendFn: sendTurn(5, false), TurnStateFn: (&script{states: []session.TurnState{running(5, 1, "ls"), failed}}).next}
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, nil)
+	p := &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg("e5", "do it")); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	if got := texts(p); len(got) != 1 || got[0] != "⚠️ Turn 5 failed: model: 401 Unauthorized" {
+		t.Errorf("posted %q, want the failure naming turn 5", got)
+	}
+}
+
 // TestWatcherLeavesATurnAnotherReplicaFinished: a turn whose answer
 // another replica claimed (it made the card's last edit before it
 // claimed) or posted is not touched, and its transcript not even read.
