@@ -197,4 +197,19 @@ func waitIdle(t testing.TB, c *chat.Core, th chat.Thread) {
 	}
 }
 
+// answerOne has a test core on an auto clock handle one message (event
+// id, text) in testThread and waits until its watcher is done; it returns
+// what the core showed.
+func answerOne(t testing.TB, f chat.Sessions, id, text string) *recPoster {
+	t.Helper()
+	clock := newAutoClock()
+	c := newTestCore(t, f, clock, nil)
+	p := &recPoster{clock: clock}
+	if err := c.HandleMessage(context.Background(), p, msg(id, text)); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c, testThread)
+	return p
+}
+
 var errBoom = errors.New("boom")

@@ -632,13 +632,15 @@ func failedText(turn int, err string) string {
 // answer names its turn, as the cards' footers do; a failure's text
 // (failedText) names it already.
 func lateAnswer(st session.TurnState, text string) string {
-	switch {
-	case text == "":
-		return ""
-	case st.Status == session.StatusFailed && !st.Stopped && st.FinalText == "":
+	if text == "" || (st.Status == session.StatusFailed && !st.Stopped && st.FinalText == "") {
 		return text
 	}
-	return fmt.Sprintf("↩️ _Turn %d's answer:_\n\n%s", st.Turn, text)
+	return turnLabelled(st.Turn, text)
+}
+
+// turnLabelled is the answer text of turn with the label that names it.
+func turnLabelled(turn int, text string) string {
+	return fmt.Sprintf("↩️ _Turn %d's answer:_\n\n%s", turn, text)
 }
 
 // missed finalizes a turn that ended between two polls (the next turn has
@@ -779,7 +781,7 @@ func (w *watcher) catchUp(ctx context.Context, from, to, current int, after, bef
 	if !ok || !w.limit(ctx) {
 		return true
 	}
-	ref, err := w.postClaimed(ctx, t, lateAnswer(session.TurnState{Turn: t, Status: session.StatusComplete}, plain), earlier, after, before, plain)
+	ref, err := w.postClaimed(ctx, t, turnLabelled(t, plain), earlier, after, before, plain)
 	if err != nil {
 		w.log.Error("watcher: post answer of unseen turn", "turn", t, "err", err)
 		return true

@@ -50,13 +50,7 @@ func unseenSessions(prev session.TurnEnd, histories *atomic.Int32) *chattest.Ses
 func TestWatcherFinishesATurnThatEndedUnwatched(t *testing.T) {
 	var histories atomic.Int32
 	f := unseenSessions(session.TurnEnd{Turn: 5, Status: session.StatusComplete, FinalText: "turn five answer", StatusRef: "m0"}, &histories)
-	clock := newAutoClock()
-	c := newTestCore(t, f, clock, nil)
-	p := &recPoster{clock: clock}
-	if err := c.HandleMessage(context.Background(), p, msg("e6", "more")); err != nil {
-		t.Fatal(err)
-	}
-	waitIdle(t, c, testThread)
+	p := answerOne(t, f, "e6", "more")
 	var old []chat.Card
 	for _, e := range p.ops("edit") {
 		if e.Ref == "m0" {
@@ -97,13 +91,7 @@ func TestWatcherFinishesATurnThatEndedUnwatched(t *testing.T) {
 func TestLateFailureNamesItsTurn(t *testing.T) {
 	var histories atomic.Int32
 	f := unseenSessions(session.TurnEnd{Turn: 5, Status: session.StatusFailed, Error: "model: 500 Internal Server Error", StatusRef: "m0"}, &histories)
-	clock := newAutoClock()
-	c := newTestCore(t, f, clock, nil)
-	p := &recPoster{clock: clock}
-	if err := c.HandleMessage(context.Background(), p, msg("e6", "more")); err != nil {
-		t.Fatal(err)
-	}
-	waitIdle(t, c, testThread)
+	p := answerOne(t, f, "e6", "more")
 	got := texts(p)
 	if len(got) != 2 || got[0] != "⚠️ Turn 5 failed: model: 500 Internal Server Error" || got[1] != "turn six answer" {
 		t.Errorf("posted %q, want turn 5's failure naming turn 5, then turn 6's answer", got)
@@ -118,13 +106,7 @@ func TestAnswerAfterQueuedMessagesNamesItsTurn(t *testing.T) {
 		five := done(5, 2, "turn five answer")
 		five.Queued = queued
 		f := &chattest.Sessions{SendFn: sendTurn(5, false), TurnStateFn: (&script{states: []session.TurnState{running(5, 1, "ls"), five}}).next}
-		clock := newAutoClock()
-		c := newTestCore(t, f, clock, nil)
-		p := &recPoster{clock: clock}
-		if err := c.HandleMessage(context.Background(), p, msg("e5", "do it")); err != nil {
-			t.Fatal(err)
-		}
-		waitIdle(t, c, testThread)
+		p := answerOne(t, f, "e5", "do it")
 		if got := texts(p); len(got) != 1 || got[0] != want {
 			t.Errorf("%d queued: posted %q, want %q", queued, got, want)
 		}
@@ -138,13 +120,7 @@ func TestAnswerAfterQueuedMessagesNamesItsTurn(t *testing.T) {
 func TestFailedTurnAnswerNamesItsTurn(t *testing.T) {
 	failed := session.TurnState{Turn: 5, Version: 2, Status: session.StatusFailed, Backend: "local", Error: "model: 401 Unauthorized"}
 	f := &chattest.Sessions{SendFn: sendTurn(5, false), TurnStateFn: (&script{states: []session.TurnState{running(5, 1, "ls"), failed}}).next}
-	clock := newAutoClock()
-	c := newTestCore(t, f, clock, nil)
-	p := &recPoster{clock: clock}
-	if err := c.HandleMessage(context.Background(), p, msg("e5", "do it")); err != nil {
-		t.Fatal(err)
-	}
-	waitIdle(t, c, testThread)
+	p := answerOne(t, f, "e5", "do it")
 	if got := texts(p); len(got) != 1 || got[0] != "⚠️ Turn 5 failed: model: 401 Unauthorized" {
 		t.Errorf("posted %q, want the failure naming turn 5", got)
 	}
@@ -161,13 +137,7 @@ func TestWatcherLeavesATurnAnotherReplicaFinished(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var histories atomic.Int32
 			f := unseenSessions(prev, &histories)
-			clock := newAutoClock()
-			c := newTestCore(t, f, clock, nil)
-			p := &recPoster{clock: clock}
-			if err := c.HandleMessage(context.Background(), p, msg("e6", "more")); err != nil {
-				t.Fatal(err)
-			}
-			waitIdle(t, c, testThread)
+			p := answerOne(t, f, "e6", "more")
 			for _, e := range p.ops("edit") {
 				if e.Ref == "m0" {
 					t.Errorf("turn 5's card was edited: %+v", e.Card)
