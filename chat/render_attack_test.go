@@ -2,9 +2,11 @@ package chat_test
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sandbot/sandbot/chat"
+	"github.com/sandbot/sandbot/chat/chattest"
 	"github.com/sandbot/sandbot/session"
 )
 
@@ -165,6 +167,27 @@ func TestControlsNeutralisedOnCard(t *testing.T) {
 	for _, want := range []string{`touch PWNED.txt #\r\x1b[2Kls -la \u202eexe.txt\u2066`, `\x1b[2Jcleared`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("card lacks the escaped %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestControlsNeutralisedInFailureAnswers: a failed turn's error (which
+// can carry text the sandbox or the model wrote) reaches the thread
+// without its terminal controls or bidi overrides, both in a watched
+// turn's answer and in one posted late with its turn's label.
+func TestControlsNeutralisedInFailureAnswers(t *testing.T) {
+	const evil = "boom \x1b[2J\x1b]0;owned\x07 \u202eexe.txt"
+	failed := session.TurnState{Turn: 5, Version: 2, Status: session.StatusFailed, Backend: "local", Error: evil}
+	f := &chattest.Sessions{SendFn: sendTurn(5, false), TurnStateFn: (&script{states: []session.TurnState{running(5, 1, "ls"), failed}}).next}
+	var histories atomic.Int32
+	late := unseenSessions(session.TurnEnd{Turn: 5, Status: session.StatusFailed, Error: evil, StatusRef: "m0"}, &histories)
+	for name, p := range map[string]*recPoster{"watched": answerOne(t, f, "e5", "do it"), "late": answerOne(t, late, "e6", "more")} {
+		got := texts(p)
+		if len(got) == 0 || !strings.HasPrefix(got[0], "⚠️ Turn 5 failed: boom") {
+			t.Fatalf("%s: posted %q, want turn 5's failure first", name, got)
+		}
+		if strings.ContainsAny(got[0], "\x1b\x07\u202e") {
+			t.Errorf("%s: the failure answer carries controls: %q", name, got[0])
 		}
 	}
 }
