@@ -162,6 +162,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err := createNamespace(sqlCfg, cfg.ClusterMetadata.CurrentClusterName, opts); err != nil {
 		return nil, err
 	}
+	if err := writePlannerStats(sqlCfg); err != nil {
+		return nil, err
+	}
 
 	s.bridge = newServerLogger(logger.With("component", "temporal-server"))
 	if err := s.startServer(cfg, hosts, dyn); err != nil {

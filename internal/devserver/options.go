@@ -95,11 +95,13 @@ func checkSearchAttribute(name string, typ enumspb.IndexedValueType) error {
 // in a dynamic config file, and an unknown key or a value of the wrong type is an error here
 // rather than a warning the server logs once and then ignores.
 func buildDynamicConfig(overrides map[string]any) (dynamicconfig.StaticClient, error) {
-	dc := dynamicconfig.StaticClient{
-		// Search attributes registered by Start must be usable at once, not after a cache
-		// refresh interval.
-		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
-	}
+	// Not system.forceSearchAttributesCacheRefreshOnRead, which Temporal's own dev server sets
+	// so that added search attributes are usable at once: it makes every read of the search
+	// attribute types a database read, among them one in every workflow task that carries an
+	// upsert (several per turn of a session). On SQL visibility those types are the store's
+	// fixed columns, written when the server starts; the attributes Start adds are namespace
+	// aliases, which the namespace cache serves and awaitSearchAttributes waits for.
+	dc := dynamicconfig.StaticClient{}
 	for _, name := range sortedKeys(overrides) {
 		value := overrides[name]
 		if d, isDuration := value.(time.Duration); isDuration {

@@ -91,8 +91,8 @@ func TestDynamicConfigValues(t *testing.T) {
 	if got := dynamicconfig.HistoryCountSuggestContinueAsNew.Get(coll)("any"); got != 20 {
 		t.Errorf("history count suggest continue-as-new = %d, want 20", got)
 	}
-	if got := dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Get(coll)(); !got {
-		t.Errorf("search attribute cache refresh on read is off; Start relies on it")
+	if got := dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Get(coll)(); got {
+		t.Errorf("search attribute cache refresh on read is on: a database read in every workflow task with an upsert")
 	}
 	if got := dynamicconfig.HistorySizeSuggestContinueAsNew.Get(coll)("any"); got != 4*1024*1024 {
 		t.Errorf("history size suggest continue-as-new = %d, want the default 4 MiB", got)
