@@ -36,8 +36,10 @@ var updateHistories = flag.Bool("update-histories", false, "write this generatio
 // share-file (so far recorded: files, a Slack session with attachments and
 // shared files); v7 the watch lease claimed with the message (recorded:
 // awaiting-approval, approvals, continue-as-new); v8 the history limit
-// counting the state continue-as-new carries (recorded: continue-as-new).
-const historyGeneration = 8
+// counting the state continue-as-new carries (recorded: continue-as-new);
+// v9 cancel-idle-timer (recorded: awaiting-approval, approvals, stop,
+// backend-switch, continue-as-new).
+const historyGeneration = 9
 
 // historyDir is where the replay test in package workflows reads them.
 const historyDir = "../workflows/testdata/histories"

@@ -76,6 +76,11 @@ const (
 	// before it continues, so a state near the limit cannot make runs of
 	// one turn each.
 	changeHistoryCountsCarry = "history-limit-counts-carry"
+	// changeCancelIdleTimer: (decided once per run, at its start) the wait
+	// for work between turns cancels its idle-suspend timer when work comes
+	// first, and starts none when work is already queued; before, each
+	// turn left its timer pending, to fire later as an empty workflow task.
+	changeCancelIdleTimer = "cancel-idle-timer"
 )
 
 // PolicyActivities serves the worker's session policy to session runs. It

@@ -37,6 +37,9 @@ type sessionRun struct {
 	// out, measured at each boundary of the main loop.
 	countCarry             bool
 	startBytes, carryBytes int
+	// cancelIdleTimer: this run cancels the idle-suspend timer when work
+	// comes first (changeCancelIdleTimer; awaitWork).
+	cancelIdleTimer bool
 	// rewind is a /rewind waiting for the main loop; rewound is its answer.
 	rewind  *session.RewindRequest
 	rewound rewindResult
@@ -89,6 +92,7 @@ func Session(ctx workflow.Context, in Input) (session.SessionResult, error) {
 	s.compaction = s.transcriptRefs && workflow.GetVersion(ctx, changeCompaction, workflow.DefaultVersion, 1) >= 1
 	s.checkpoints = workflow.GetVersion(ctx, changeCheckpoints, workflow.DefaultVersion, 1) >= 1
 	s.countCarry = workflow.GetVersion(ctx, changeHistoryCountsCarry, workflow.DefaultVersion, 1) >= 1
+	s.cancelIdleTimer = workflow.GetVersion(ctx, changeCancelIdleTimer, workflow.DefaultVersion, 1) >= 1
 	s.startBytes = workflow.GetInfo(ctx).GetCurrentHistorySize()
 	if err := s.register(ctx); err != nil {
 		return session.SessionResult{}, err
@@ -233,7 +237,7 @@ func (s *sessionRun) run(ctx workflow.Context) (session.SessionResult, error) {
 				s.shouldContinueAsNew(ctx)
 		}
 		if s.st.Settings.IdleSuspend > 0 && s.st.Handle != nil && !s.st.Suspended {
-			ok, err := workflow.AwaitWithTimeout(ctx, s.st.Settings.IdleSuspend, cond)
+			ok, err := s.awaitWork(ctx, cond)
 			if err != nil {
 				return session.SessionResult{Turns: s.st.Turn}, err
 			}
@@ -271,6 +275,30 @@ func (s *sessionRun) run(ctx workflow.Context) (session.SessionResult, error) {
 		}
 		s.runTurn(ctx)
 	}
+}
+
+// awaitWork waits for cond for at most the idle-suspend time and reports
+// whether cond came first. workflow.AwaitWithTimeout (SDK v1.50) leaves its
+// timer pending when the condition comes first (it cancels it only under
+// an SDK flag not yet on), so every turn's timer fired half an hour later
+// as a workflow task that did nothing, and a run carried one pending timer
+// per turn. Runs since changeCancelIdleTimer start no timer when there is
+// work already, and cancel it when work comes first.
+func (s *sessionRun) awaitWork(ctx workflow.Context, cond func() bool) (bool, error) {
+	if !s.cancelIdleTimer {
+		return workflow.AwaitWithTimeout(ctx, s.st.Settings.IdleSuspend, cond)
+	}
+	if cond() {
+		return true, nil
+	}
+	tctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	timer := workflow.NewTimer(tctx, s.st.Settings.IdleSuspend)
+	if err := workflow.Await(ctx, func() bool { return timer.IsReady() || cond() }); err != nil {
+		return false, err
+	}
+	// Work that came with the timer is taken rather than suspended for.
+	return cond(), nil
 }
 
 // shouldContinueAsNew is checked only between turns.
