@@ -27,28 +27,22 @@ func BenchmarkStoredCall(b *testing.B) {
 	for turn := 1; turn <= 24; turn++ {
 		history = append(history, userMsg("go"))
 		for call := range 10 {
-			id := fmt.Sprintf("call_%d_%d", turn, call)
-			history = append(history, session.Message{Role: session.RoleAssistant, ToolCalls: []session.ToolCall{{ID: id, Name: "shell", Arguments: `{"commands":["true"]}`}}},
-				session.Message{Role: session.RoleTool, ToolCallID: id, Name: "shell", Content: "$ true\n(exit 0)\n"})
+			history = append(history, trueCall(fmt.Sprintf("call_%d_%d", turn, call))...)
 		}
 		history = append(history, session.Message{Role: session.RoleAssistant, Content: "done"})
 	}
-	step := func(a *agent.Activities, f *fakeopenai.Server) {
-		f.SetResponder(func(fakeopenai.RecordedRequest) fakeopenai.Step {
-			return fakeopenai.ToolCallStep("call_x", "shell", `{"commands":["true"]}`)
-		})
+	callAgain := func(fakeopenai.RecordedRequest) fakeopenai.Step {
+		return fakeopenai.ToolCallStep("call_x", "shell", `{"commands":["true"]}`)
 	}
 	ctx := context.Background()
 	b.Run("whole", func(b *testing.B) {
 		a, f := newAgent(b, nil)
-		step(a, f)
+		f.SetResponder(callAgain)
 		i := 0
 		msgs := history[:len(history):len(history)]
 		for b.Loop() {
 			i++
-			id := fmt.Sprintf("call_b_%d", i)
-			msgs = append(msgs, session.Message{Role: session.RoleAssistant, ToolCalls: []session.ToolCall{{ID: id, Name: "shell", Arguments: `{"commands":["true"]}`}}},
-				session.Message{Role: session.RoleTool, ToolCallID: id, Name: "shell", Content: "$ true\n(exit 0)\n"})
+			msgs = append(msgs, trueCall(fmt.Sprintf("call_b_%d", i))...)
 			if _, err := a.Complete(ctx, agent.ModelRequest{Messages: msgs}); err != nil {
 				b.Fatal(err)
 			}
@@ -56,7 +50,7 @@ func BenchmarkStoredCall(b *testing.B) {
 	})
 	b.Run("stored", func(b *testing.B) {
 		a, f := newAgent(b, nil)
-		step(a, f)
+		f.SetResponder(callAgain)
 		s, err := blobstore.Open(ctx, "file://"+b.TempDir())
 		if err != nil {
 			b.Fatal(err)
@@ -71,14 +65,20 @@ func BenchmarkStoredCall(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			i++
-			id := fmt.Sprintf("call_b_%d", i)
-			added := []session.Message{{Role: session.RoleAssistant, ToolCalls: []session.ToolCall{{ID: id, Name: "shell", Arguments: `{"commands":["true"]}`}}},
-				{Role: session.RoleTool, ToolCallID: id, Name: "shell", Content: "$ true\n(exit 0)\n"}}
-			r, err := a.CompleteStored(ctx, agent.ModelRequest{Stored: true, SessionID: sid, Base: base, Messages: added})
+			r, err := a.CompleteStored(ctx, agent.ModelRequest{Stored: true, SessionID: sid, Base: base, Messages: trueCall(fmt.Sprintf("call_b_%d", i))})
 			if err != nil {
 				b.Fatal(err)
 			}
 			base = r.Transcript
 		}
 	})
+}
+
+// trueCall is one shell call of `true` and its result, as a session's
+// transcript holds them.
+func trueCall(id string) []session.Message {
+	return []session.Message{
+		{Role: session.RoleAssistant, ToolCalls: []session.ToolCall{{ID: id, Name: "shell", Arguments: `{"commands":["true"]}`}}},
+		{Role: session.RoleTool, ToolCallID: id, Name: "shell", Content: "$ true\n(exit 0)\n"},
+	}
 }
